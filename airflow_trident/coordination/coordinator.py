@@ -1,0 +1,229 @@
+"""The transactional coordinator of one topology (Trident's ``MasterBatchCoordinator``).
+
+It runs the steps of a batch around the spouts and states; the Airflow tasks call these steps:
+
+* :meth:`TransactionalCoordinator.begin` — bind the run to a txid (re-bind on a retry, replay a
+  given txid), build each spout's metadata and store it, and record a new attempt;
+* :meth:`TransactionalCoordinator.emit` — emit a spout's batch (the processing step does this);
+* :meth:`TransactionalCoordinator.commit` — strictly after txid-1: apply the batch to the states
+  under their exactly-once rules, then advance the committed txid by compare-and-set;
+* :meth:`TransactionalCoordinator.success` — tell the spouts, and rotate old metadata away.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from airflow_trident.coordination.attempt import TransactionAttempt
+from airflow_trident.coordination.spout_state import ZkPartitionState
+from airflow_trident.coordination.store import CoordinatorStore
+from airflow_trident.errors import CommitOrderError
+from airflow_trident.names import validate_name
+from airflow_trident.spout.base import ListCollector, TridentSpout
+from airflow_trident.spout.opaque import OpaquePartitionedSpoutExecutor
+from airflow_trident.state.base import State, StateType
+
+__all__ = ["BatchPlan", "CommitResult", "TransactionalCoordinator"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """What the begin step decided: the attempt and each spout's metadata."""
+
+    attempt: TransactionAttempt
+    metas: Mapping[str, Any]
+    run_id: str | None = None
+
+    @property
+    def txid(self) -> int:
+        """The batch's txid."""
+        return self.attempt.txid
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    """What the commit step did."""
+
+    txid: int
+    applied: bool
+    committed_partitions: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+
+class TransactionalCoordinator:
+    """Begin, commit and success of the batches of one topology, coordinated in ZooKeeper.
+
+    Parameters
+    ----------
+    store:
+        The topology's :class:`CoordinatorStore`.
+    spouts:
+        Spout name -> spout (``TridentSpout``; partitioned spouts wrapped in their executor).
+    keep_txids:
+        How many committed txids keep their metadata and attempts (older ones are deleted).
+    keep_runs:
+        How many committed txids keep their run bindings (so a cleared old run replays its own
+        txid instead of taking a new one).
+    """
+
+    def __init__(
+        self,
+        store: CoordinatorStore,
+        spouts: Mapping[str, TridentSpout],
+        *,
+        keep_txids: int = 16,
+        keep_runs: int = 10_000,
+    ) -> None:
+        for name in spouts:
+            validate_name(name, kind="spout")
+        self.store = store
+        self.spouts = dict(spouts)
+        self.keep_txids = keep_txids
+        self.keep_runs = keep_runs
+        self._coordinators = {name: s.get_coordinator() for name, s in self.spouts.items()}
+
+    @property
+    def topology(self) -> str:
+        """The topology's name."""
+        return self.store.paths.topology
+
+    def is_ready(self, txid: int | None = None) -> bool:
+        """Whether every spout is ready for ``txid`` (default: the next txid)."""
+        txid = self.store.current_txid() + 1 if txid is None else txid
+        return all(c.is_ready(txid) for c in self._coordinators.values())
+
+    def begin(self, *, run_id: str | None = None, txid: int | None = None) -> BatchPlan:
+        """Bind ``run_id`` to a txid, store each spout's metadata, start a new attempt.
+
+        A run that already has a txid keeps it (a retry or a cleared task replays the same
+        batch); ``txid`` asks to replay an allocated txid. Without ``run_id`` a new txid is
+        allocated (in-process runs).
+        """
+        if run_id is not None:
+            txid = self.store.bind_run(run_id, txid)
+        elif txid is None:
+            txid = self.store.allocate_txid()
+        metas: dict[str, Any] = {}
+        for name, spout in self.spouts.items():
+            earlier = self.store.latest_meta_before(name, txid)
+            prev = None if earlier is None else earlier[1]
+            curr = self.store.get_meta(name, txid)
+            meta = self._coordinators[name].initialize_transaction(txid, prev, curr)
+            fixed = spout.kind is StateType.TRANSACTIONAL
+            self.store.put_meta(name, txid, meta, overwrite=not fixed)
+            metas[name] = meta
+        attempt = self.store.next_attempt(txid)
+        log.info("topology %s: begin txid %d attempt %d", self.topology, txid, attempt.attempt_id)
+        return BatchPlan(attempt, metas, run_id)
+
+    def emit(self, plan: BatchPlan, spout: str) -> list[tuple[Any, ...]]:
+        """Emit ``spout``'s part of the batch in-process and return its tuples."""
+        collector = ListCollector()
+        emitter = self.spouts[spout].get_emitter()
+        try:
+            emitter.emit_batch(plan.attempt, plan.metas[spout], collector)
+        finally:
+            emitter.close()
+        return collector.tuples
+
+    def commit(
+        self,
+        plan: BatchPlan,
+        states: Sequence[State],
+        apply: Callable[[], None],
+        *,
+        token: str | None = None,
+    ) -> CommitResult:
+        """Apply batch ``plan.txid`` to ``states`` through ``apply``, then mark it committed.
+
+        ``apply`` runs between every state's ``begin_commit`` and ``commit``. A txid already
+        committed is not applied again (a cleared, committed run changes nothing).
+
+        Raises
+        ------
+        CommitOrderError
+            If ``txid - 1`` is not committed (nothing is written).
+        CommitConflictError
+            If another committer committed ``txid`` meanwhile (its state writes were the same
+            batch under the same txid, so the per-key rules made them no-ops).
+        StaleBatchError
+            If an opaque batch was built on metadata that an earlier replay changed.
+        """
+        txid = plan.txid
+        committed = self.store.committed_txid()
+        if committed >= txid:
+            log.info("topology %s: txid %d already committed; nothing to do", self.topology, txid)
+            return CommitResult(txid, applied=False)
+        if committed != txid - 1:
+            msg = (
+                f"cannot commit txid {txid} of topology {self.topology!r}: committed txid is "
+                f"{committed}, so txid {committed + 1} must commit first; nothing was written"
+            )
+            raise CommitOrderError(msg)
+        opaque = self._opaque_partitions(plan)
+        self._apply(txid, states, apply)
+        writes: dict[str, Any] = {}
+        local: list[tuple[OpaquePartitionedSpoutExecutor, str, Any]] = []
+        for executor, parts in opaque.values():
+            for partition, value in parts.items():
+                path = executor.state.committed_path(partition)
+                if path is None:
+                    local.append((executor, partition, value))
+                else:
+                    writes[path] = value
+        self.store.commit(txid, token=token or uuid.uuid4().hex, writes=writes)
+        for executor, partition, value in local:
+            executor.state.put_committed(partition, value)
+        partitions = {name: parts for name, (_, parts) in opaque.items()}
+        return CommitResult(txid, applied=True, committed_partitions=partitions)
+
+    def success(self, txid: int) -> int:
+        """Tell the spouts batch ``txid`` committed; delete old metadata. Returns nodes removed."""
+        for coordinator in self._coordinators.values():
+            coordinator.success(txid)
+        removed = self.store.cleanup_before(txid - self.keep_txids + 1)
+        for spout in self.spouts.values():
+            state = getattr(spout, "state", None)
+            if isinstance(state, ZkPartitionState):
+                removed += state.cleanup_before(txid - self.keep_txids + 1)
+        return removed
+
+    def close(self) -> None:
+        """Close the spouts' coordinators."""
+        for coordinator in self._coordinators.values():
+            coordinator.close()
+
+    def _opaque_partitions(
+        self, plan: BatchPlan
+    ) -> dict[str, tuple[OpaquePartitionedSpoutExecutor, dict[str, Any]]]:
+        found: dict[str, tuple[OpaquePartitionedSpoutExecutor, dict[str, Any]]] = {}
+        for name, spout in self.spouts.items():
+            if isinstance(spout, OpaquePartitionedSpoutExecutor):
+                meta = plan.metas[name]
+                spout.check_not_stale(plan.txid, meta)
+                found[name] = (spout, spout.committed_metas(plan.txid, meta))
+        return found
+
+    @staticmethod
+    def _apply(txid: int, states: Sequence[State], apply: Callable[[], None]) -> None:
+        begun: list[State] = []
+        try:
+            for state in states:
+                state.begin_commit(txid)
+                begun.append(state)
+            apply()
+            for state in states:
+                state.commit(txid)
+        except BaseException:
+            for state in begun:
+                rollback = getattr(state, "rollback", None)
+                if callable(rollback):
+                    rollback()
+            raise
+
+

@@ -1,0 +1,86 @@
+"""The one exception tree of airflow-trident.
+
+Every error the package raises on purpose is a :class:`TridentError`. Messages say what went wrong,
+where (txid, state, step, path) and give a hint.
+
+Examples
+--------
+>>> from airflow_trident.errors import StateBehindError, TridentError
+>>> issubclass(StateBehindError, TridentError)
+True
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BatchFailedError",
+    "CommitConflictError",
+    "CommitOrderError",
+    "ConfigurationError",
+    "CoordinatorUnavailableError",
+    "FailedException",
+    "InvalidNameError",
+    "MetadataError",
+    "MetadataNotSerializableError",
+    "StateBehindError",
+    "StateError",
+    "StateStoreUnavailableError",
+    "TridentError",
+    "UnknownStateTypeError",
+]
+
+
+class TridentError(Exception):
+    """Root of every error raised by airflow-trident."""
+
+
+class ConfigurationError(TridentError, ValueError):
+    """Bad input given by the user: a name, an option, a type."""
+
+
+class InvalidNameError(ConfigurationError):
+    """A name that cannot become a znode path segment or a SQL identifier."""
+
+
+class UnknownStateTypeError(ConfigurationError):
+    """A state type other than transactional, opaque or non-transactional."""
+
+
+class MetadataError(TridentError):
+    """Batch metadata that cannot be stored or read back."""
+
+
+class MetadataNotSerializableError(MetadataError, TypeError):
+    """Batch metadata that is not JSON-serialisable (nothing was written)."""
+
+
+class StateError(TridentError):
+    """A state update that breaks the exactly-once rules."""
+
+
+class StateBehindError(StateError):
+    """A batch whose txid is behind the txid already stored in state."""
+
+
+class CommitOrderError(TridentError):
+    """A commit attempted out of txid order (txid-1 is not committed yet)."""
+
+
+class CommitConflictError(CommitOrderError):
+    """Another committer already committed this txid (the compare-and-set was lost)."""
+
+
+class CoordinatorUnavailableError(TridentError, ConnectionError):
+    """ZooKeeper cannot be reached."""
+
+
+class StateStoreUnavailableError(StateError, ConnectionError):
+    """The state database cannot be reached."""
+
+
+class FailedException(TridentError):
+    """Raised by user code to fail only the current batch; the batch is replayed."""
+
+
+class BatchFailedError(TridentError):
+    """A batch failed in the processing phase; it will be replayed with a new attempt."""

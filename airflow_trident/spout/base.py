@@ -1,0 +1,103 @@
+"""Spout contracts (Trident's ``ITridentSpout``): a coordinator that plans batches and an emitter
+that emits them.
+
+The *coordinator* runs once per batch in the begin step: ``initialize_transaction`` returns the
+batch metadata (JSON), which is stored in ZooKeeper. The *emitter* runs in the processing step:
+given the attempt and that metadata, it emits the batch's tuples to a collector.
+
+Examples
+--------
+>>> c = ListCollector()
+>>> c.emit(("the cow",)); c.emit(("jumped",))
+>>> c.tuples
+[('the cow',), ('jumped',)]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from airflow_trident.coordination.attempt import TransactionAttempt
+from airflow_trident.state.base import StateType
+
+__all__ = [
+    "BatchCoordinator",
+    "Collector",
+    "Emitter",
+    "ListCollector",
+    "TridentSpout",
+]
+
+
+@runtime_checkable
+class Collector(Protocol):
+    """Receives the tuples of a batch (Trident's ``TridentCollector``)."""
+
+    def emit(self, values: Sequence[Any]) -> None:
+        """Emit one tuple, its values in the order of the spout's output fields."""
+
+
+class ListCollector:
+    """A :class:`Collector` keeping tuples in a list (tests, in-process runs)."""
+
+    def __init__(self) -> None:
+        self.tuples: list[tuple[Any, ...]] = []
+
+    def emit(self, values: Sequence[Any]) -> None:
+        self.tuples.append(tuple(values))
+
+
+@runtime_checkable
+class BatchCoordinator(Protocol):
+    """Plans batches; runs in the begin step, one instance per topology."""
+
+    def initialize_transaction(self, txid: int, prev_meta: Any, curr_meta: Any) -> Any:
+        """Return the metadata of batch ``txid``.
+
+        ``prev_meta`` is the stored metadata of the previous batch (``None`` for the first);
+        ``curr_meta`` is this txid's stored metadata when the batch is re-emitted, else ``None``.
+        A transactional spout returns ``curr_meta`` unchanged when it is given.
+        """
+
+    def is_ready(self, txid: int) -> bool:
+        """Whether batch ``txid`` can start now (the readiness sensor polls this)."""
+
+    def success(self, txid: int) -> None:
+        """Batch ``txid`` committed."""
+
+    def close(self) -> None:
+        """Release resources."""
+
+
+@runtime_checkable
+class Emitter(Protocol):
+    """Emits the tuples of a batch; runs in the processing step."""
+
+    def emit_batch(self, attempt: TransactionAttempt, meta: Any, collector: Collector) -> None:
+        """Emit batch ``attempt.txid`` as described by ``meta``."""
+
+    def success(self, attempt: TransactionAttempt) -> None:
+        """The batch of ``attempt`` committed."""
+
+    def close(self) -> None:
+        """Release resources."""
+
+
+@runtime_checkable
+class TridentSpout(Protocol):
+    """A source of batches: its kind, its output fields, a coordinator and an emitter."""
+
+    @property
+    def kind(self) -> StateType:
+        """The guarantee: transactional, opaque, or non-transactional."""
+
+    @property
+    def output_fields(self) -> tuple[str, ...]:
+        """Names of the values of each emitted tuple."""
+
+    def get_coordinator(self) -> BatchCoordinator:
+        """A new coordinator."""
+
+    def get_emitter(self) -> Emitter:
+        """A new emitter."""

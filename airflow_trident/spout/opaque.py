@@ -1,0 +1,185 @@
+"""Opaque partitioned transactional spouts (Trident's ``IOpaquePartitionedTridentSpout``).
+
+A replayed batch may differ (a partition may be unreadable, say), so the emitter does not re-emit
+a fixed range: it resumes each partition from the metadata of the last *committed* batch (or of
+the newest uncommitted batch before this one, when batches are pipelined) and returns where the
+next batch starts. That metadata is stored only when the batch commits: the executor stages it
+for this txid together with the metadata it started from, and the commit step writes it in the
+same ZooKeeper transaction that advances the committed txid (:meth:`commit_writes`).
+
+If batch N is re-emitted with different content, any later batch built on N's old end is *stale*:
+:meth:`OpaquePartitionedSpoutExecutor.check_not_stale` refuses its commit so it is re-processed
+(Trident fails every later batch for the same reason).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from airflow_trident.coordination.attempt import TransactionAttempt
+from airflow_trident.errors import BatchFailedError
+from airflow_trident.spout.base import BatchCoordinator, Collector, Emitter
+from airflow_trident.spout.tx_state import PartitionState
+from airflow_trident.state.base import StateType
+
+__all__ = [
+    "OpaqueCoordinator",
+    "OpaqueEmitter",
+    "OpaquePartitionedSpout",
+    "OpaquePartitionedSpoutExecutor",
+    "StaleBatchError",
+]
+
+
+class StaleBatchError(BatchFailedError):
+    """A batch built on metadata that an earlier batch's replay changed; it must be re-emitted."""
+
+
+@runtime_checkable
+class OpaqueCoordinator(Protocol):
+    """Says which partitions exist and whether a batch can start."""
+
+    def get_partitions_for_batch(self) -> Any:
+        """JSON description of the partitions (the batch metadata)."""
+
+    def is_ready(self, txid: int) -> bool:
+        """Whether batch ``txid`` can start now."""
+
+    def close(self) -> None:
+        """Release resources."""
+
+
+@runtime_checkable
+class OpaqueEmitter(Protocol):
+    """Emits one partition's part of a batch and says where the next one starts."""
+
+    def get_ordered_partitions(self, all_partition_info: Any) -> Sequence[str]:
+        """Partition ids, in a stable order, from the coordinator's description."""
+
+    def emit_partition_batch(
+        self,
+        attempt: TransactionAttempt,
+        collector: Collector,
+        partition: str,
+        last_partition_meta: Any,
+    ) -> Any:
+        """Emit what follows ``last_partition_meta``; return the metadata the next batch needs."""
+
+    def close(self) -> None:
+        """Release resources."""
+
+
+@runtime_checkable
+class OpaquePartitionedSpout(Protocol):
+    """A user's opaque partitioned spout."""
+
+    @property
+    def output_fields(self) -> tuple[str, ...]:
+        """Names of the values of each emitted tuple."""
+
+    def get_opaque_coordinator(self) -> OpaqueCoordinator:
+        """A new coordinator."""
+
+    def get_opaque_emitter(self) -> OpaqueEmitter:
+        """A new emitter."""
+
+
+class _Coordinator:
+    def __init__(self, inner: OpaqueCoordinator) -> None:
+        self._inner = inner
+
+    def initialize_transaction(self, txid: int, prev_meta: Any, curr_meta: Any) -> Any:
+        return self._inner.get_partitions_for_batch()  # may change on a replay
+
+    def is_ready(self, txid: int) -> bool:
+        return self._inner.is_ready(txid)
+
+    def success(self, txid: int) -> None:
+        return None
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+class _Emitter:
+    def __init__(self, executor: OpaquePartitionedSpoutExecutor, inner: OpaqueEmitter) -> None:
+        self._executor = executor
+        self._inner = inner
+
+    def emit_batch(self, attempt: TransactionAttempt, meta: Any, collector: Collector) -> None:
+        state = self._executor.state
+        for partition in self._inner.get_ordered_partitions(meta):
+            start = self._executor.start_meta(partition, attempt.txid)
+            end = self._inner.emit_partition_batch(attempt, collector, partition, start)
+            state.put(partition, attempt.txid, {"start": start, "end": end})
+
+    def success(self, attempt: TransactionAttempt) -> None:
+        return None
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+class OpaquePartitionedSpoutExecutor:
+    """Turns an :class:`OpaquePartitionedSpout` into an opaque ``TridentSpout``."""
+
+    kind = StateType.OPAQUE
+
+    def __init__(self, spout: OpaquePartitionedSpout, state: PartitionState) -> None:
+        self.spout = spout
+        self.state = state
+
+    @property
+    def output_fields(self) -> tuple[str, ...]:
+        return tuple(self.spout.output_fields)
+
+    def get_coordinator(self) -> BatchCoordinator:
+        return _Coordinator(self.spout.get_opaque_coordinator())
+
+    def get_emitter(self) -> Emitter:
+        return _Emitter(self, self.spout.get_opaque_emitter())
+
+    def start_meta(self, partition: str, txid: int) -> Any:
+        """Where ``partition`` resumes for ``txid``: the end of the newest earlier staged batch,
+        if it is not committed yet, else the committed metadata."""
+        committed = self.state.get_committed(partition) or {"txid": 0, "meta": None}
+        earlier = self.state.latest_before(partition, txid)
+        if earlier is not None and earlier[0] > committed["txid"]:
+            return earlier[1]["end"]  # pipelined: build on the newest uncommitted batch
+        return committed["meta"]
+
+    def partitions(self, meta: Any) -> list[str]:
+        """The partition ids of a batch whose coordinator metadata is ``meta``."""
+        return list(self.spout.get_opaque_emitter().get_ordered_partitions(meta))
+
+    def check_not_stale(self, txid: int, meta: Any) -> None:
+        """Refuse to commit ``txid`` if a partition started from something other than the
+        committed metadata (an earlier batch was replayed differently since).
+
+        Raises
+        ------
+        StaleBatchError
+            Naming the partition, what the batch started from and what is committed.
+        """
+        for partition in self.partitions(meta):
+            staged = self.state.get(partition, txid)
+            if staged is None:
+                continue
+            committed = (self.state.get_committed(partition) or {"meta": None})["meta"]
+            if staged["start"] != committed:
+                msg = (
+                    f"opaque batch txid {txid} is stale: partition {partition!r} started from "
+                    f"{staged['start']!r} but the committed metadata is {committed!r} (an earlier "
+                    f"batch was re-emitted differently); re-process txid {txid} before commit"
+                )
+                raise StaleBatchError(msg)
+
+    def committed_metas(self, txid: int, meta: Any) -> dict[str, Any]:
+        """Partition -> committed value (``{"txid", "meta"}``) that batch ``txid`` leaves."""
+        committed: dict[str, Any] = {}
+        for partition in self.partitions(meta):
+            staged = self.state.get(partition, txid)
+            if staged is not None:
+                committed[partition] = {"txid": txid, "meta": staged["end"]}
+        return committed

@@ -1,0 +1,146 @@
+"""Partitioned transactional spouts (Trident's ``IPartitionedTridentSpout``).
+
+A batch reads a range of every partition. The range a partition gets for a txid is fixed the first
+time the txid is emitted and re-emitted exactly on every replay, so a transactional state can skip
+a replayed txid. :class:`PartitionedTransactionalSpoutExecutor` does that bookkeeping around the
+user's coordinator and emitter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from airflow_trident.coordination.attempt import TransactionAttempt
+from airflow_trident.spout.base import BatchCoordinator, Collector, Emitter
+from airflow_trident.spout.tx_state import PartitionState
+from airflow_trident.state.base import StateType
+
+__all__ = [
+    "PartitionedCoordinator",
+    "PartitionedEmitter",
+    "PartitionedTransactionalSpout",
+    "PartitionedTransactionalSpoutExecutor",
+]
+
+
+@runtime_checkable
+class PartitionedCoordinator(Protocol):
+    """Says which partitions exist and whether a batch can start."""
+
+    def get_partitions_for_batch(self) -> Any:
+        """JSON description of the partitions (the batch metadata)."""
+
+    def is_ready(self, txid: int) -> bool:
+        """Whether batch ``txid`` can start now."""
+
+    def close(self) -> None:
+        """Release resources."""
+
+
+@runtime_checkable
+class PartitionedEmitter(Protocol):
+    """Emits one partition's part of a batch."""
+
+    def get_ordered_partitions(self, all_partition_info: Any) -> Sequence[str]:
+        """Partition ids, in a stable order, from the coordinator's description."""
+
+    def emit_partition_batch_new(
+        self,
+        attempt: TransactionAttempt,
+        collector: Collector,
+        partition: str,
+        last_partition_meta: Any,
+    ) -> Any:
+        """Emit a new batch of ``partition`` after ``last_partition_meta``; return its metadata."""
+
+    def emit_partition_batch(
+        self, attempt: TransactionAttempt, collector: Collector, partition: str, partition_meta: Any
+    ) -> None:
+        """Re-emit exactly the batch of ``partition`` described by ``partition_meta``."""
+
+    def close(self) -> None:
+        """Release resources."""
+
+
+@runtime_checkable
+class PartitionedTransactionalSpout(Protocol):
+    """A user's partitioned transactional spout."""
+
+    @property
+    def output_fields(self) -> tuple[str, ...]:
+        """Names of the values of each emitted tuple."""
+
+    def get_partitioned_coordinator(self) -> PartitionedCoordinator:
+        """A new coordinator."""
+
+    def get_partitioned_emitter(self) -> PartitionedEmitter:
+        """A new emitter."""
+
+
+class _Coordinator:
+    def __init__(self, inner: PartitionedCoordinator) -> None:
+        self._inner = inner
+
+    def initialize_transaction(self, txid: int, prev_meta: Any, curr_meta: Any) -> Any:
+        if curr_meta is not None:  # a replay: the partitions of this txid are fixed
+            return curr_meta
+        return self._inner.get_partitions_for_batch()
+
+    def is_ready(self, txid: int) -> bool:
+        return self._inner.is_ready(txid)
+
+    def success(self, txid: int) -> None:
+        return None
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+class _Emitter:
+    def __init__(self, inner: PartitionedEmitter, state: PartitionState) -> None:
+        self._inner = inner
+        self._state = state
+
+    def emit_batch(self, attempt: TransactionAttempt, meta: Any, collector: Collector) -> None:
+        txid = attempt.txid
+        for partition in self._inner.get_ordered_partitions(meta):
+            fixed = self._state.get(partition, txid)
+            if fixed is not None:
+                self._inner.emit_partition_batch(attempt, collector, partition, fixed)
+                continue
+            earlier = self._state.latest_before(partition, txid)
+            last = None if earlier is None else earlier[1]
+            new = self._inner.emit_partition_batch_new(attempt, collector, partition, last)
+            if new is not None:
+                self._state.put(partition, txid, new)
+
+    def success(self, attempt: TransactionAttempt) -> None:
+        return None
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+class PartitionedTransactionalSpoutExecutor:
+    """Turns a :class:`PartitionedTransactionalSpout` into a transactional ``TridentSpout``.
+
+    ``state`` keeps each partition's metadata per txid (ZooKeeper in production, see
+    :class:`airflow_trident.coordination.spout_state.ZkPartitionState`).
+    """
+
+    kind = StateType.TRANSACTIONAL
+
+    def __init__(self, spout: PartitionedTransactionalSpout, state: PartitionState) -> None:
+        self.spout = spout
+        self.state = state
+
+    @property
+    def output_fields(self) -> tuple[str, ...]:
+        return tuple(self.spout.output_fields)
+
+    def get_coordinator(self) -> BatchCoordinator:
+        return _Coordinator(self.spout.get_partitioned_coordinator())
+
+    def get_emitter(self) -> Emitter:
+        return _Emitter(self.spout.get_partitioned_emitter(), self.state)

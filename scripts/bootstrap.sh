@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Create/refresh the project virtualenv (.venv). Idempotent; a no-change run takes ~1 s.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+log() { echo "[bootstrap] $*" >&2; }
+PY=.venv/bin/python
+PYSPARK_VERSION=4.3.0
+
+if [ ! -x "$PY" ]; then
+    if ! python3 -c 'import ensurepip' 2>/dev/null; then
+        log "installing python3-venv"
+        apt-get update -qq && apt-get install -y -qq python3-venv
+    fi
+    log "creating .venv"
+    python3 -m venv .venv
+fi
+
+if [ -f pyproject.toml ]; then
+    stamp=".venv/.installed-$(sha256sum pyproject.toml | cut -c1-64)"
+    if [ -f "$stamp" ]; then
+        log "dependencies up to date ($(basename "$stamp" | cut -c1-22)...)"
+    else
+        log "installing .[dev] (pyproject.toml changed or first run)"
+        "$PY" -m pip install -q --upgrade pip
+        "$PY" -m pip install -q -e '.[dev]'
+        rm -f .venv/.installed-*
+        touch "$stamp"
+    fi
+else
+    log "no pyproject.toml yet: skipping pip install"
+fi
+
+# pyspark-client (pulled in by the Spark provider) overwrites pyspark's Python files.
+have="$("$PY" -c 'import pyspark; print(pyspark.__version__)' 2>/dev/null || true)"
+if [ "$have" != "$PYSPARK_VERSION" ]; then
+    log "pyspark reports '${have:-none}': reinstalling pyspark==$PYSPARK_VERSION (no deps)"
+    "$PY" -m pip install -q --force-reinstall --no-deps "pyspark==$PYSPARK_VERSION"
+    have="$("$PY" -c 'import pyspark; print(pyspark.__version__)')"
+    [ "$have" = "$PYSPARK_VERSION" ] || { log "ERROR: pyspark is still $have"; exit 1; }
+fi
+log "ok (pyspark $have)"

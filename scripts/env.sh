@@ -1,0 +1,9 @@
+# shellcheck shell=bash
+# Sourced by test.sh and main.sh: venv + services + environment.
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT" || exit 1
+bash scripts/bootstrap.sh
+bash scripts/services.sh start
+eval "$(bash scripts/services.sh env)"
+export SPARK_LOCAL_IP=127.0.0.1
+export PATH="$ROOT/.venv/bin:$PATH"

@@ -1,0 +1,72 @@
+"""Shared fixtures: real ZooKeeper and PostgreSQL started by ``scripts/services.sh``.
+
+Integration tests read ``TRIDENT_ZK_HOSTS`` and ``TRIDENT_PG_URL`` (``scripts/test.sh`` exports
+both); without them they are skipped with a message saying how to start the services.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from kazoo.client import KazooClient
+
+from airflow_trident.coordination.client import ZkConfig, connect
+from airflow_trident.coordination.paths import CoordinatorPaths
+from airflow_trident.coordination.store import CoordinatorStore
+from airflow_trident.state.map.backing import reset_memory_stores
+
+
+@pytest.fixture(autouse=True)
+def _fresh_memory_stores() -> Iterator[None]:
+    reset_memory_stores()
+    yield
+    reset_memory_stores()
+
+
+@pytest.fixture(scope="session")
+def zk_hosts() -> str:
+    hosts = os.environ.get("TRIDENT_ZK_HOSTS")
+    if not hosts:
+        pytest.skip("TRIDENT_ZK_HOSTS unset: run `bash scripts/test.sh` (starts ZooKeeper)")
+    return hosts
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> str:
+    url = os.environ.get("TRIDENT_PG_URL")
+    if not url:
+        pytest.skip("TRIDENT_PG_URL unset: run `bash scripts/test.sh` (starts PostgreSQL)")
+    return url
+
+
+@pytest.fixture
+def unique_name() -> str:
+    """A fresh valid name (topology, table) so tests never share data."""
+    return f"t_{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def zk_config(zk_hosts: str) -> ZkConfig:
+    return ZkConfig(hosts=zk_hosts, root="/trident_test", timeout=5.0)
+
+
+@pytest.fixture
+def zk_client(zk_config: ZkConfig) -> Iterator[KazooClient]:
+    client = connect(zk_config)
+    yield client
+    client.stop()
+    client.close()
+
+
+@pytest.fixture
+def zk_store(
+    zk_client: KazooClient, zk_config: ZkConfig, unique_name: str
+) -> Iterator[CoordinatorStore]:
+    """A coordinator store of a fresh topology on the real ZooKeeper, deleted afterwards."""
+    store = CoordinatorStore(zk_client, CoordinatorPaths(zk_config.root, unique_name))
+    yield store
+    if zk_client.connected:
+        store.delete_all()
