@@ -14,6 +14,7 @@ from __future__ import annotations
 
 __all__ = [
     "BatchFailedError",
+    "BatchIncompleteError",
     "CommitConflictError",
     "CommitOrderError",
     "ConfigurationError",
@@ -25,6 +26,7 @@ __all__ = [
     "StateBehindError",
     "StateError",
     "StateStoreUnavailableError",
+    "TopologyError",
     "TridentError",
     "UnknownStateTypeError",
 ]
@@ -40,6 +42,10 @@ class ConfigurationError(TridentError, ValueError):
 
 class InvalidNameError(ConfigurationError):
     """A name that cannot become a znode path segment or a SQL identifier."""
+
+
+class TopologyError(ConfigurationError):
+    """A topology that cannot be built: unknown or duplicate fields, duplicate step names."""
 
 
 class UnknownStateTypeError(ConfigurationError):
@@ -84,3 +90,7 @@ class FailedException(TridentError):
 
 class BatchFailedError(TridentError):
     """A batch failed in the processing phase; it will be replayed with a new attempt."""
+
+
+class BatchIncompleteError(BatchFailedError):
+    """Staged results that do not account for every emitted record (or are from old metadata)."""

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_trident.coordination.attempt import TransactionAttempt
+from airflow_trident.coordination.memory import MemoryCoordinatorStore
 from airflow_trident.coordination.spout_state import ZkPartitionState
 from airflow_trident.coordination.store import CoordinatorStore
 from airflow_trident.errors import CommitOrderError
@@ -61,7 +62,8 @@ class TransactionalCoordinator:
     Parameters
     ----------
     store:
-        The topology's :class:`CoordinatorStore`.
+        The topology's :class:`CoordinatorStore` (ZooKeeper), or a
+        :class:`~airflow_trident.coordination.memory.MemoryCoordinatorStore` in-process.
     spouts:
         Spout name -> spout (``TridentSpout``; partitioned spouts wrapped in their executor).
     keep_txids:
@@ -73,7 +75,7 @@ class TransactionalCoordinator:
 
     def __init__(
         self,
-        store: CoordinatorStore,
+        store: CoordinatorStore | MemoryCoordinatorStore,
         spouts: Mapping[str, TridentSpout],
         *,
         keep_txids: int = 16,
@@ -225,5 +227,3 @@ class TransactionalCoordinator:
                 if callable(rollback):
                     rollback()
             raise
-
-

@@ -415,4 +415,3 @@ class CoordinatorStore:
         except NoNodeError:
             return 0
         return 1
-

@@ -27,6 +27,7 @@ __all__ = [
     "Emitter",
     "ListCollector",
     "TridentSpout",
+    "start_partition",
 ]
 
 
@@ -39,13 +40,35 @@ class Collector(Protocol):
 
 
 class ListCollector:
-    """A :class:`Collector` keeping tuples in a list (tests, in-process runs)."""
+    """A :class:`Collector` keeping tuples in a list, and per source partition.
+
+    Partitioned spouts call :meth:`start_partition` before each partition's tuples; tuples of a
+    spout without partitions land in partition ``"0"``.
+    """
 
     def __init__(self) -> None:
         self.tuples: list[tuple[Any, ...]] = []
+        self.partitions: dict[str, list[tuple[Any, ...]]] = {}
+        self._current: list[tuple[Any, ...]] | None = None
+
+    def start_partition(self, partition: str) -> None:
+        """Tuples emitted from now on come from ``partition``."""
+        self._current = self.partitions.setdefault(partition, [])
 
     def emit(self, values: Sequence[Any]) -> None:
-        self.tuples.append(tuple(values))
+        row = tuple(values)
+        self.tuples.append(row)
+        if self._current is None:
+            self.start_partition("0")
+        assert self._current is not None
+        self._current.append(row)
+
+
+def start_partition(collector: Collector, partition: str) -> None:
+    """Tell ``collector`` which source partition the next tuples come from, if it tracks that."""
+    start = getattr(collector, "start_partition", None)
+    if callable(start):
+        start(partition)
 
 
 @runtime_checkable

@@ -19,7 +19,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from airflow_trident.coordination.attempt import TransactionAttempt
 from airflow_trident.errors import BatchFailedError
-from airflow_trident.spout.base import BatchCoordinator, Collector, Emitter
+from airflow_trident.spout.base import BatchCoordinator, Collector, Emitter, start_partition
 from airflow_trident.spout.tx_state import PartitionState
 from airflow_trident.state.base import StateType
 
@@ -110,6 +110,7 @@ class _Emitter:
     def emit_batch(self, attempt: TransactionAttempt, meta: Any, collector: Collector) -> None:
         state = self._executor.state
         for partition in self._inner.get_ordered_partitions(meta):
+            start_partition(collector, partition)
             start = self._executor.start_meta(partition, attempt.txid)
             end = self._inner.emit_partition_batch(attempt, collector, partition, start)
             state.put(partition, attempt.txid, {"start": start, "end": end})

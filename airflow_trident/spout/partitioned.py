@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from airflow_trident.coordination.attempt import TransactionAttempt
-from airflow_trident.spout.base import BatchCoordinator, Collector, Emitter
+from airflow_trident.spout.base import BatchCoordinator, Collector, Emitter, start_partition
 from airflow_trident.spout.tx_state import PartitionState
 from airflow_trident.state.base import StateType
 
@@ -105,6 +105,7 @@ class _Emitter:
     def emit_batch(self, attempt: TransactionAttempt, meta: Any, collector: Collector) -> None:
         txid = attempt.txid
         for partition in self._inner.get_ordered_partitions(meta):
+            start_partition(collector, partition)
             fixed = self._state.get(partition, txid)
             if fixed is not None:
                 self._inner.emit_partition_batch(attempt, collector, partition, fixed)

@@ -97,8 +97,16 @@ class RuleMap:
             raise StateError(msg)
         return self._txid
 
+    def multi_get(self, keys: Sequence[Key]) -> list[Any]:
+        """Values of ``keys`` as the current batch sees them (``None`` where absent)."""
+        raise NotImplementedError
+
     def multi_update(self, keys: Sequence[Key], updaters: Sequence[Updater]) -> list[Any]:
         """Apply ``updaters`` under this map's rule; nothing is written if any key fails."""
+        raise NotImplementedError
+
+    def multi_put(self, keys: Sequence[Key], values: Sequence[Any]) -> None:
+        """Set the values of ``keys`` for the current batch."""
         raise NotImplementedError
 
     def multi_combine(self, keys: Sequence[Key], deltas: Sequence[Any], op: CombineOp) -> None:

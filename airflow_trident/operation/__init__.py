@@ -1,0 +1,51 @@
+"""Operations: the contracts users implement and the built-ins."""
+
+from __future__ import annotations
+
+from airflow_trident.operation.base import (
+    Aggregator,
+    CombinerAggregator,
+    Consumer,
+    Filter,
+    FlatMapFunction,
+    Function,
+    MapFunction,
+    QueryFunction,
+    ReducerAggregator,
+    StateUpdater,
+)
+from airflow_trident.operation.builtin import (
+    Count,
+    Debug,
+    Equals,
+    FirstN,
+    MapGet,
+    Max,
+    Min,
+    Split,
+    Sum,
+    TupleCollectionGet,
+)
+
+__all__ = [
+    "Aggregator",
+    "CombinerAggregator",
+    "Consumer",
+    "Count",
+    "Debug",
+    "Equals",
+    "Filter",
+    "FirstN",
+    "FlatMapFunction",
+    "Function",
+    "MapFunction",
+    "MapGet",
+    "Max",
+    "Min",
+    "QueryFunction",
+    "ReducerAggregator",
+    "Split",
+    "StateUpdater",
+    "Sum",
+    "TupleCollectionGet",
+]

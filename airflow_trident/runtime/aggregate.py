@@ -1,0 +1,136 @@
+"""Running aggregators over tuples: whole, partial (combiners) and final, grouped or not.
+
+>>> from airflow_trident.operation import Count, Sum
+>>> from airflow_trident.graph import AggPart
+>>> rows = [("a", 2), ("b", 3), ("a", 5)]
+>>> parts = (AggPart(Count(), (), ("n",)), AggPart(Sum(), ("v",), ("total",)))
+>>> aggregate_rows(rows, ("k", "v"), parts, group_index=(0,), batch_id=1)
+[('a', 2, 7), ('b', 1, 3)]
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from airflow_trident.graph import AggPart
+from airflow_trident.operation.base import Aggregator, CombinerAggregator, ReducerAggregator
+from airflow_trident.tuple import Fields, TridentCollector, TridentTuple
+
+__all__ = ["aggregate_rows", "combine_partials", "group_rows", "partial_rows", "run_aggregator"]
+
+
+def group_rows(
+    rows: Iterable[tuple[Any, ...]], group_index: Sequence[int]
+) -> dict[tuple[Any, ...], list[tuple[Any, ...]]]:
+    """Rows by group key, groups in order of first appearance."""
+    groups: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
+    for row in rows:
+        groups.setdefault(tuple(row[i] for i in group_index), []).append(row)
+    return groups
+
+
+def _views(rows: Sequence[tuple[Any, ...]], fields: Fields, inputs: Fields) -> list[TridentTuple]:
+    index = [fields.index(f) for f in inputs]
+    return [TridentTuple([r[i] for i in index], inputs) for r in rows]
+
+
+def run_aggregator(
+    aggregator: Any, views: Sequence[TridentTuple], batch_id: int
+) -> list[tuple[Any, ...]]:
+    """The tuples ``aggregator`` emits for ``views`` (combiners and reducers emit one)."""
+    if isinstance(aggregator, CombinerAggregator):
+        value = aggregator.zero()
+        for view in views:
+            value = aggregator.combine(value, aggregator.init(view))
+        return [(value,)]
+    if isinstance(aggregator, ReducerAggregator):
+        acc = aggregator.init()
+        for view in views:
+            acc = aggregator.reduce(acc, view)
+        return [(acc,)]
+    assert isinstance(aggregator, Aggregator)
+    collector = TridentCollector()
+    state = aggregator.init(batch_id, collector)
+    for view in views:
+        returned = aggregator.aggregate(state, view, collector)
+        state = state if returned is None else returned
+    aggregator.complete(state, collector)
+    return collector.rows
+
+
+def _chain(results: Sequence[list[tuple[Any, ...]]]) -> list[tuple[Any, ...]]:
+    """Chained aggregators: every combination of their outputs, concatenated."""
+    return [tuple(v for part in combo for v in part) for combo in itertools.product(*results)]
+
+
+def aggregate_rows(
+    rows: Sequence[tuple[Any, ...]],
+    fields: Fields,
+    parts: Sequence[AggPart],
+    *,
+    group_index: Sequence[int] = (),
+    batch_id: int,
+) -> list[tuple[Any, ...]]:
+    """Aggregate ``rows`` with every part; grouped rows start with their group values."""
+    if not group_index:
+        return _chain(
+            [
+                run_aggregator(p.aggregator, _views(rows, fields, p.input_fields), batch_id)
+                for p in parts
+            ]
+        )
+    out: list[tuple[Any, ...]] = []
+    for key, members in group_rows(rows, group_index).items():
+        results = [
+            run_aggregator(p.aggregator, _views(members, fields, p.input_fields), batch_id)
+            for p in parts
+        ]
+        out.extend(key + row for row in _chain(results))
+    return out
+
+
+def partial_rows(
+    rows: Sequence[tuple[Any, ...]],
+    fields: Fields,
+    parts: Sequence[AggPart],
+    group_index: Sequence[int],
+) -> list[tuple[Any, ...]]:
+    """Combiners' per-partition half: group values + one partial per part.
+
+    Ungrouped, a partition always emits one row (``zero()`` when empty), as Trident does.
+    """
+    groups = group_rows(rows, group_index) if group_index else {(): list(rows)}
+    out = []
+    for key, members in groups.items():
+        partials = []
+        for part in parts:
+            agg: CombinerAggregator[Any] = part.aggregator
+            value = agg.zero()
+            for view in _views(members, fields, part.input_fields):
+                value = agg.combine(value, agg.init(view))
+            partials.append(value)
+        out.append(key + tuple(partials))
+    return out
+
+
+def combine_partials(
+    rows: Sequence[tuple[Any, ...]], parts: Sequence[AggPart], n_group: int, *, emit_empty: bool
+) -> list[tuple[Any, ...]]:
+    """Combiners' final half: combine the partials of each group.
+
+    ``emit_empty`` makes an ungrouped aggregation of no partials emit ``zero()`` (once).
+    """
+    merged: dict[tuple[Any, ...], list[Any]] = {}
+    for row in rows:
+        key, values = row[:n_group], row[n_group:]
+        if key not in merged:
+            merged[key] = list(values)
+            continue
+        acc = merged[key]
+        for i, part in enumerate(parts):
+            acc[i] = part.aggregator.combine(acc[i], values[i])
+    if not merged and emit_empty and n_group == 0:
+        merged[()] = [p.aggregator.zero() for p in parts]
+    return [key + tuple(values) for key, values in merged.items()]

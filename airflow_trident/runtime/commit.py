@@ -1,0 +1,135 @@
+"""The commit phase: apply staged rows to states with their exactly-once rules.
+
+Both runtimes stage the same rows (see :class:`~airflow_trident.runtime.result.StagedState`);
+this module applies them, partition by partition, each partition with its own state object (so a
+SQL state commits one database transaction per partition).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from airflow_trident.graph import NewValuesNode, PersistNode
+from airflow_trident.operation.base import CombinerAggregator, ReducerAggregator
+from airflow_trident.runtime.aggregate import group_rows
+from airflow_trident.runtime.result import Partitions, StagedState
+from airflow_trident.state.base import State
+from airflow_trident.state.map.snapshot import GLOBAL_KEY, SnapshottableMap
+from airflow_trident.topology import TridentTopology
+from airflow_trident.tuple import TridentCollector, TridentTuple
+
+__all__ = ["StateCommitter", "query_state"]
+
+
+def query_state(topology: TridentTopology, name: str) -> Any:
+    """The state called ``name`` for reading committed values (``state_query``, DRPC, users).
+
+    A grouped state is its map state (``multi_get``); an ungrouped persistent aggregate is a
+    :class:`SnapshottableMap` (``get()``).
+    """
+    node = _persist_node(topology, name)
+    state = node.factory.make_state(0, 1)
+    if node.mode == "aggregate" and not node.group_fields:
+        return SnapshottableMap(state)
+    return state
+
+
+def _persist_node(topology: TridentTopology, name: str) -> PersistNode:
+    node = topology.nodes[topology.states[name]]
+    assert isinstance(node, PersistNode)
+    return node
+
+
+def _combiner_updater(aggregator: CombinerAggregator[Any], value: Any) -> Callable[[Any], Any]:
+    def update(old: Any) -> Any:
+        return value if old is None else aggregator.combine(old, value)
+
+    return update
+
+
+def _reducer_updater(
+    aggregator: ReducerAggregator[Any], views: Sequence[TridentTuple]
+) -> Callable[[Any], Any]:
+    def update(old: Any) -> Any:
+        acc = aggregator.init() if old is None else old
+        for view in views:
+            acc = aggregator.reduce(acc, view)
+        return acc
+
+    return update
+
+
+class StateCommitter:
+    """Makes each persist step's per-partition states and applies staged rows to them."""
+
+    def __init__(self, topology: TridentTopology) -> None:
+        self.topology = topology
+
+    def make_states(self, staged: Mapping[str, StagedState]) -> dict[str, list[State]]:
+        """One state object per staged partition of each state."""
+        states: dict[str, list[State]] = {}
+        for name, stage in staged.items():
+            node = _persist_node(self.topology, name)
+            n = max(1, len(stage.partitions))
+            states[name] = [node.factory.make_state(i, n) for i in range(n)]
+        return states
+
+    def wants_new_values(self, name: str) -> bool:
+        """Whether a stream reads the new values of state ``name``."""
+        node_id = self.topology.states[name]
+        return any(
+            isinstance(self.topology.nodes[c], NewValuesNode)
+            for c in self.topology.children[node_id]
+        )
+
+    def apply(
+        self,
+        txid: int,
+        staged: Mapping[str, StagedState],
+        states: Mapping[str, Sequence[State]],
+    ) -> dict[str, Partitions]:
+        """Apply every staged state (inside its states' commit); return the new values."""
+        new_values: dict[str, Partitions] = {}
+        for name, stage in staged.items():
+            node = _persist_node(self.topology, name)
+            partitions = stage.partitions or [[]]
+            new_values[name] = [
+                self._apply_partition(node, stage, rows, state)
+                for rows, state in zip(partitions, states[name], strict=True)
+            ]
+        return new_values
+
+    def _apply_partition(
+        self, node: PersistNode, stage: StagedState, rows: list[tuple[Any, ...]], state: Any
+    ) -> list[tuple[Any, ...]]:
+        if stage.kind == "update":
+            collector = TridentCollector()
+            views = [TridentTuple(r, stage.fields) for r in rows]
+            node.updater.update_state(state, views, collector)
+            return collector.rows
+        g = len(node.group_fields)
+        if stage.kind == "reduce":
+            inputs = node.input_fields
+            groups = group_rows(rows, range(g))
+            keys = [k if g else GLOBAL_KEY for k in groups]
+            updaters = [
+                _reducer_updater(
+                    node.parts[0].aggregator, [TridentTuple(r[g:], inputs) for r in members]
+                )
+                for members in groups.values()
+            ]
+            new = state.multi_update(keys, updaters) if keys else []
+            return [(*k, v) for k, v in zip(groups, new, strict=True)]
+        aggregator: CombinerAggregator[Any] = node.parts[0].aggregator
+        keys = [r[:g] if g else GLOBAL_KEY for r in rows]
+        values = [r[g] for r in rows]
+        op = type(aggregator).combine_op
+        if op is not None and not self.wants_new_values(node.state):
+            kept = [(k, v) for k, v in zip(keys, values, strict=True) if v is not None]
+            if kept:
+                state.multi_combine([k for k, _ in kept], [v for _, v in kept], op)
+            return []
+        updaters = [_combiner_updater(aggregator, v) for v in values]
+        new = state.multi_update(keys, updaters) if keys else []
+        return [(*r[:g], v) for r, v in zip(rows, new, strict=True)]

@@ -1,0 +1,412 @@
+"""The in-process runtime (Trident's ``LocalCluster``): runs a topology's batches in Python.
+
+:class:`LocalBatchProcessor` runs the processing phase of one batch from emitted tuples;
+:class:`LocalRunner` runs whole batches — begin, emit, process, commit, success — on the real
+ZooKeeper coordinator or an in-memory one, and answers state and DRPC queries.
+
+Examples
+--------
+>>> from airflow_trident.operation import Count, MapGet, Split
+>>> from airflow_trident.spout.memory import FixedBatchSpout
+>>> from airflow_trident.state.memory import memory_state
+>>> from airflow_trident.topology import TridentTopology
+>>> t = TridentTopology("wc")
+>>> spout = FixedBatchSpout(["sentence"], 2, ("the cow",), ("the moon",), ("a cow",))
+>>> words = t.new_stream("sentences", spout).each(["sentence"], Split(), ["word"])
+>>> counts = words.group_by(["word"]).persistent_aggregate(
+...     memory_state("wc_counts"), Count(), ["count"], name="counts")
+>>> _ = (t.new_drpc_stream("words").each(["args"], Split(), ["word"])
+...       .state_query(counts, ["word"], MapGet(), ["count"]).project(["word", "count"]))
+>>> runner = LocalRunner(t)
+>>> [r.txid for r in runner.run(3)]
+[1, 2, 3]
+>>> runner.drpc("words", "the cow dog")
+[('the', 2), ('cow', 2), ('dog', None)]
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_trident.coordination.coordinator import TransactionalCoordinator
+from airflow_trident.coordination.memory import MemoryCoordinatorStore
+from airflow_trident.coordination.spout_state import ZkPartitionState
+from airflow_trident.coordination.store import CoordinatorStore
+from airflow_trident.errors import BatchFailedError, TridentError
+from airflow_trident.graph import (
+    AggregateNode,
+    DrpcNode,
+    EachNode,
+    FilterNode,
+    JoinNode,
+    MapNode,
+    MergeNode,
+    NewValuesNode,
+    PeekNode,
+    ProjectNode,
+    SpoutNode,
+    StateQueryNode,
+)
+from airflow_trident.planner.plan import ExecutionPlan, FinalAgg, Op, PartialAgg, PersistSink, Stage
+from airflow_trident.planner.planner import build_plan
+from airflow_trident.runtime.aggregate import aggregate_rows, combine_partials, partial_rows
+from airflow_trident.runtime.commit import StateCommitter, query_state
+from airflow_trident.runtime.join import join_partitions
+from airflow_trident.runtime.repartition import repartition
+from airflow_trident.runtime.result import Partitions, ProcessResult, StagedState
+from airflow_trident.spout.base import ListCollector, TridentSpout
+from airflow_trident.spout.executor import as_trident_spout
+from airflow_trident.spout.tx_state import MemoryPartitionState, PartitionState
+from airflow_trident.topology import TridentTopology
+from airflow_trident.tuple import Fields, TridentCollector, TridentTuple
+
+__all__ = ["BatchReport", "LocalBatchProcessor", "LocalRunner", "emit_partitions"]
+
+log = logging.getLogger(__name__)
+
+Row = tuple[Any, ...]
+_MAX_RECORD = 200
+
+
+def _fail(step: str, txid: int, row: Sequence[Any] | None, exc: BaseException) -> BatchFailedError:
+    record = "" if row is None else f" on record {repr(tuple(row))[:_MAX_RECORD]}"
+    msg = (
+        f"step {step!r} failed in batch txid {txid}{record}: {type(exc).__name__}: {exc}; "
+        f"the batch is not committed and will be replayed"
+    )
+    return BatchFailedError(msg)
+
+
+class LocalBatchProcessor:
+    """Runs the stages of a plan in Python, partition by partition."""
+
+    def __init__(
+        self,
+        topology: TridentTopology,
+        plan: ExecutionPlan | None = None,
+        *,
+        states: Callable[[str], Any] | None = None,
+    ) -> None:
+        self.topology = topology
+        self.plan = plan or build_plan(topology)
+        self._states = states or (lambda name: query_state(topology, name))
+
+    def process(
+        self,
+        txid: int,
+        sources: Mapping[str, Mapping[str, list[Row]]],
+        *,
+        phase: str = "process",
+        outputs: dict[str, Partitions] | None = None,
+    ) -> ProcessResult:
+        """Run the stages of ``phase``; ``sources`` maps source step ids to partitions of rows."""
+        result = ProcessResult(txid)
+        done: dict[str, Partitions] = outputs if outputs is not None else {}
+        for stage in self.plan.phase(phase):
+            if stage.source is not None:
+                emitted = sources.get(stage.source.id, {})
+                if isinstance(stage.source, SpoutNode):
+                    result.emitted[stage.source.id] = {p: len(r) for p, r in emitted.items()}
+                parts: Partitions = [list(rows) for _, rows in sorted(emitted.items())] or [[]]
+                inputs = [parts]
+            else:
+                inputs = [self._input(stage, i.stage, i.repartition, done) for i in stage.inputs]
+            out = self._run_stage(stage, inputs, txid)
+            done[stage.id] = out
+            sink = stage.sink
+            if sink is not None:
+                result.staged[sink.node.state] = StagedState(
+                    sink.node.state, sink.kind, sink.fields, out
+                )
+        result.outputs = done
+        return result
+
+    def _input(
+        self, stage: Stage, upstream: str, how: Any, done: dict[str, Partitions]
+    ) -> Partitions:
+        parts = done[upstream]
+        if how is None:
+            return parts
+        fields = self.plan.stage(upstream).fields
+        keys = [fields.index(f) for f in how.key_fields]
+        n = stage.parallelism or 1
+        return repartition(parts, how.method, keys, n, how.partitioner)
+
+    def _run_stage(self, stage: Stage, inputs: list[Partitions], txid: int) -> Partitions:
+        if stage.ops and isinstance(stage.ops[0], MergeNode):
+            parts = [p for inp in inputs for p in inp]
+            ops = stage.ops[1:]
+        elif stage.ops and isinstance(stage.ops[0], JoinNode):
+            parts = join_partitions(stage.ops[0], inputs, self._input_fields(stage))
+            ops = stage.ops[1:]
+        else:
+            parts = inputs[0]
+            ops = stage.ops
+        fields = self._stage_input_fields(stage)
+        out = []
+        for index, rows in enumerate(parts):
+            current = rows
+            current_fields = fields
+            for op in ops:
+                current = self._run_op(op, current, current_fields, txid, index, len(parts))
+                current_fields = op.fields
+            out.append(current)
+        return out
+
+    def _input_fields(self, stage: Stage) -> list[Fields]:
+        return [self.plan.stage(i.stage).fields for i in stage.inputs]
+
+    def _stage_input_fields(self, stage: Stage) -> Fields:
+        if stage.source is not None:
+            return stage.source.fields
+        if stage.ops and isinstance(stage.ops[0], MergeNode | JoinNode):
+            return stage.ops[0].fields
+        return self.plan.stage(stage.inputs[0].stage).fields
+
+    def _run_op(
+        self, op: Op, rows: list[Row], fields: Fields, txid: int, index: int, n: int
+    ) -> list[Row]:
+        try:
+            return self._dispatch(op, rows, fields, txid)
+        except TridentError:
+            raise
+        except Exception as exc:  # user code: fail only this batch, naming step and txid
+            raise _fail(op.id, txid, None, exc) from exc
+
+    def _dispatch(self, op: Op, rows: list[Row], fields: Fields, txid: int) -> list[Row]:
+        if isinstance(op, EachNode):
+            return _each(op, rows, fields, txid)
+        if isinstance(op, FilterNode):
+            return _filter(op, rows, fields, txid)
+        if isinstance(op, MapNode):
+            return _map(op, rows, fields, txid)
+        if isinstance(op, PeekNode):
+            for r in rows:
+                view = TridentTuple(r, fields)
+                _guard(op.id, txid, r, op.consumer.accept, view)
+            return rows
+        if isinstance(op, ProjectNode):
+            index = [fields.index(f) for f in op.fields]
+            return [tuple(r[i] for i in index) for r in rows]
+        if isinstance(op, AggregateNode):  # per-partition aggregation
+            group = [fields.index(f) for f in op.group_fields]
+            return aggregate_rows(rows, fields, op.parts, group_index=group, batch_id=txid)
+        if isinstance(op, PartialAgg):
+            group = [fields.index(f) for f in op.node.group_fields]
+            return partial_rows(rows, fields, op.node.parts, group)
+        if isinstance(op, FinalAgg):
+            node = op.node
+            if op.from_partials:
+                return combine_partials(rows, node.parts, len(node.group_fields), emit_empty=True)
+            group = [fields.index(f) for f in node.group_fields]
+            return aggregate_rows(rows, fields, node.parts, group_index=group, batch_id=txid)
+        if isinstance(op, PersistSink):
+            return _persist_rows(op, rows, fields)
+        if isinstance(op, StateQueryNode):
+            return _state_query(op, rows, fields, txid, self._states(op.state))
+        msg = f"step {op.id!r}: the local runtime cannot run {type(op).__name__}"
+        raise TridentError(msg)
+
+
+def _guard(step: str, txid: int, row: Row, call: Callable[..., Any], *args: Any) -> Any:
+    try:
+        return call(*args)
+    except TridentError:
+        raise
+    except Exception as exc:
+        raise _fail(step, txid, row, exc) from exc
+
+
+def _each(op: EachNode, rows: list[Row], fields: Fields, txid: int) -> list[Row]:
+    index = [fields.index(f) for f in op.input_fields]
+    width = len(op.function_fields)
+    out: list[Row] = []
+    for r in rows:
+        collector = TridentCollector()
+        view = TridentTuple([r[i] for i in index], op.input_fields)
+        _guard(op.id, txid, r, op.function.execute, view, collector)
+        for emitted in collector.rows:
+            if len(emitted) != width:
+                declared = list(op.function_fields)
+                msg = f"emitted {len(emitted)} values {emitted!r}, declared {declared}"
+                raise _fail(op.id, txid, r, ValueError(msg))
+            out.append(r + emitted)
+    return out
+
+
+def _filter(op: FilterNode, rows: list[Row], fields: Fields, txid: int) -> list[Row]:
+    index = [fields.index(f) for f in op.input_fields]
+    kept = []
+    for r in rows:
+        view = TridentTuple([r[i] for i in index], op.input_fields)
+        if _guard(op.id, txid, r, op.filter.is_keep, view):
+            kept.append(r)
+    return kept
+
+
+def _map(op: MapNode, rows: list[Row], fields: Fields, txid: int) -> list[Row]:
+    out: list[Row] = []
+    for r in rows:
+        view = TridentTuple(r, fields)
+        produced = _guard(op.id, txid, r, op.function.execute, view)
+        for values in produced if op.flat else [produced]:
+            values = tuple(values)
+            if len(values) != len(op.fields):
+                msg = f"returned {values!r} for fields {list(op.fields)}"
+                raise _fail(op.id, txid, r, ValueError(msg))
+            out.append(values)
+    return out
+
+
+def _persist_rows(op: PersistSink, rows: list[Row], fields: Fields) -> list[Row]:
+    if op.kind == "combine":
+        return rows  # already group fields + combined value
+    index = [fields.index(f) for f in op.fields]
+    return [tuple(r[i] for i in index) for r in rows]
+
+
+def _state_query(
+    op: StateQueryNode, rows: list[Row], fields: Fields, txid: int, state: Any
+) -> list[Row]:
+    index = [fields.index(f) for f in op.input_fields]
+    views = [TridentTuple([r[i] for i in index], op.input_fields) for r in rows]
+    if not views:
+        return []
+    results = op.function.batch_retrieve(state, views)
+    out: list[Row] = []
+    for r, view, res in zip(rows, views, results, strict=True):
+        collector = TridentCollector()
+        _guard(op.id, txid, r, op.function.execute, view, res, collector)
+        out.extend(r + e for e in collector.rows)
+    return out
+
+
+def emit_partitions(
+    coordinator: TransactionalCoordinator, plan: Any, spout: str
+) -> dict[str, list[Row]]:
+    """Emit ``spout``'s part of a batch; tuples by source partition."""
+    collector = ListCollector()
+    emitter = coordinator.spouts[spout].get_emitter()
+    try:
+        emitter.emit_batch(plan.attempt, plan.metas[spout], collector)
+    finally:
+        emitter.close()
+    return collector.partitions
+
+
+@dataclass(frozen=True)
+class BatchReport:
+    """What one local batch did."""
+
+    txid: int
+    attempt_id: int
+    records_in: int
+    staged_rows: Mapping[str, int]
+    committed: bool
+
+
+class LocalRunner:
+    """Runs a topology's batches in-process, like Trident's ``LocalCluster``.
+
+    Parameters
+    ----------
+    topology:
+        The topology.
+    store:
+        A ZooKeeper :class:`CoordinatorStore` for the real coordinator, or ``None`` for an
+        in-memory one.
+    """
+
+    def __init__(
+        self,
+        topology: TridentTopology,
+        *,
+        store: CoordinatorStore | MemoryCoordinatorStore | None = None,
+    ) -> None:
+        self.topology = topology
+        self.store = store or MemoryCoordinatorStore(topology.name)
+        spouts: dict[str, TridentSpout] = {}
+        for name, node_id in topology.spouts.items():
+            node = topology.nodes[node_id]
+            assert isinstance(node, SpoutNode)
+            spouts[name] = as_trident_spout(node.spout, self._partition_state(name))
+        self.coordinator = TransactionalCoordinator(self.store, spouts)
+        self.processor = LocalBatchProcessor(topology)
+        self.committer = StateCommitter(topology)
+
+    def _partition_state(self, spout: str) -> PartitionState:
+        if isinstance(self.store, CoordinatorStore):
+            return ZkPartitionState(self.store, spout)
+        return MemoryPartitionState()
+
+    def run_batch(self, run_id: str | None = None) -> BatchReport:
+        """Begin, emit, process and commit one batch (a retry of ``run_id`` replays its txid)."""
+        plan = self.coordinator.begin(run_id=run_id)
+        sources = {
+            self.topology.spouts[name]: emit_partitions(self.coordinator, plan, name)
+            for name in self.coordinator.spouts
+        }
+        result = self.processor.process(plan.txid, sources)
+        states = self.committer.make_states(result.staged)
+        flat = [s for per_state in states.values() for s in per_state]
+        new_values: dict[str, Partitions] = {}
+
+        def apply() -> None:
+            new_values.update(self.committer.apply(plan.txid, result.staged, states))
+
+        outcome = self.coordinator.commit(plan, flat, apply)
+        if outcome.applied:
+            self._commit_phase(plan.txid, new_values)
+        self.coordinator.success(plan.txid)
+        log.info(
+            "topology %s: txid %d done (%d records in)",
+            self.topology.name,
+            plan.txid,
+            result.records_in,
+        )
+        return BatchReport(
+            plan.txid,
+            plan.attempt.attempt_id,
+            result.records_in,
+            {n: s.rows for n, s in result.staged.items()},
+            outcome.applied,
+        )
+
+    def _commit_phase(self, txid: int, new_values: Mapping[str, Partitions]) -> None:
+        sources = {}
+        for stage in self.processor.plan.phase("commit"):
+            if isinstance(stage.source, NewValuesNode):
+                parts = new_values.get(stage.source.state, [])
+                sources[stage.source.id] = {str(i): rows for i, rows in enumerate(parts)}
+        if sources:
+            self.processor.process(txid, sources, phase="commit")
+
+    def run(self, batches: int) -> list[BatchReport]:
+        """Run ``batches`` batches in txid order."""
+        return [self.run_batch() for _ in range(batches)]
+
+    def state(self, name: str) -> Any:
+        """The committed state ``name`` (``multi_get`` for grouped, ``get()`` for global)."""
+        return query_state(self.topology, name)
+
+    def drpc(self, function: str, args: str) -> list[Row]:
+        """Run the DRPC stream of ``function`` for one request; return its final tuples."""
+        node_id = self.topology.drpc_functions[function]
+        node = self.topology.nodes[node_id]
+        assert isinstance(node, DrpcNode)
+        result = self.processor.process(0, {node_id: {"0": [(args,)]}}, phase="process")
+        last = self._last_stage_from(node_id)
+        return [r for part in result.outputs[last] for r in part]
+
+    def _last_stage_from(self, source_id: str) -> str:
+        plan = self.processor.plan
+        reached = {s.id for s in plan.stages if s.source is not None and s.source.id == source_id}
+        last = next(iter(reached))
+        for stage in plan.stages:
+            if any(i.stage in reached for i in stage.inputs):
+                reached.add(stage.id)
+                last = stage.id
+        return last

@@ -1,0 +1,241 @@
+"""``TridentTopology``: the entry point of the stream API.
+
+Building a topology only adds frozen nodes to a graph and validates them (fields, names); nothing
+runs until a runtime executes a batch.
+
+Examples
+--------
+>>> from airflow_trident.operation import Count, Split
+>>> from airflow_trident.spout.memory import FixedBatchSpout
+>>> from airflow_trident.state.memory import memory_state
+>>> topology = TridentTopology("word_count")
+>>> spout = FixedBatchSpout(["sentence"], 3, ("the cow jumped over the moon",), cycle=True)
+>>> counts = (
+...     topology.new_stream("sentences", spout)
+...     .each(["sentence"], Split(), ["word"])
+...     .group_by(["word"])
+...     .persistent_aggregate(memory_state("counts"), Count(), ["count"], name="word_counts")
+... )
+>>> [node.kind for node in topology.nodes.values()]
+['spout', 'each', 'persist']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from airflow_trident.errors import TopologyError
+from airflow_trident.graph import DrpcNode, JoinNode, MergeNode, Node, SpoutNode
+from airflow_trident.names import validate_name
+from airflow_trident.tuple import Fields
+
+if TYPE_CHECKING:
+    from airflow_trident.stream import Stream, TridentState
+
+__all__ = ["TridentTopology"]
+
+N = TypeVar("N", bound=Node)
+
+
+def as_fields(fields: str | Sequence[str]) -> Fields:
+    """Normalise a field list (a single name is one field)."""
+    return (fields,) if isinstance(fields, str) else tuple(fields)
+
+
+class TridentTopology:
+    """A named graph of streams, states and spouts (Trident's ``TridentTopology``)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = validate_name(name, kind="topology")
+        self.nodes: dict[str, Node] = {}
+        self.children: dict[str, list[str]] = {}
+        self.states: dict[str, str] = {}  # state name -> node id of its persist step
+        self.spouts: dict[str, str] = {}  # spout name -> node id
+        self.drpc_functions: dict[str, str] = {}
+        self._seq = 1
+
+    # -- graph building (used by Stream) --------------------------------------------------------
+
+    def add_node(self, make: Callable[[str], N], *, kind: str, name: str | None = None) -> N:
+        """Add the node ``make(step_id)``; ``name`` is the step id (default ``<kind>-<n>``).
+
+        Raises
+        ------
+        TopologyError
+            If the step name is taken, or a parent is unknown.
+        """
+        step = validate_name(name, kind="step") if name is not None else f"{kind}_{self._seq}"
+        if step in self.nodes:
+            msg = f"step {step!r} already exists in topology {self.name!r}; give it another name"
+            raise TopologyError(msg)
+        node = make(step)
+        for parent in node.parents:
+            if parent not in self.nodes:
+                msg = f"step {step!r}: parent step {parent!r} is not in topology {self.name!r}"
+                raise TopologyError(msg)
+        if len(set(node.fields)) != len(node.fields):
+            dupes = sorted({f for f in node.fields if node.fields.count(f) > 1})
+            msg = (
+                f"step {step!r}: duplicate output field(s) {dupes}; fields would be "
+                f"{list(node.fields)}. Hint: name the new fields differently or project first"
+            )
+            raise TopologyError(msg)
+        self.nodes[step] = node
+        self.children[step] = []
+        self._seq += 1
+        for parent in node.parents:
+            self.children[parent].append(step)
+        return node
+
+    def replace_node(self, node: Node) -> None:
+        """Replace a node that has no children yet (used by ``name``/``parallelism_hint``)."""
+        if self.children.get(node.id):
+            msg = f"step {node.id!r} already has downstream steps; set it before adding them"
+            raise TopologyError(msg)
+        self.nodes[node.id] = node
+
+    def rename_node(self, old: str, new: str) -> Node:
+        """Give the childless step ``old`` the step name ``new``."""
+        from dataclasses import replace
+
+        validate_name(new, kind="step")
+        if new in self.nodes:
+            msg = f"step {new!r} already exists in topology {self.name!r}; give it another name"
+            raise TopologyError(msg)
+        if self.children.get(old):
+            msg = f"step {old!r} already has downstream steps; name it before adding them"
+            raise TopologyError(msg)
+        node = replace(self.nodes.pop(old), id=new)
+        del self.children[old]
+        self.nodes[new] = node
+        self.children[new] = []
+        for parent in node.parents:
+            self.children[parent] = [new if c == old else c for c in self.children[parent]]
+        for registry in (self.states, self.spouts, self.drpc_functions):
+            for key, value in registry.items():
+                if value == old:
+                    registry[key] = new
+        return node
+
+    # -- public API -----------------------------------------------------------------------------
+
+    def new_stream(self, name: str, spout: Any) -> Stream:
+        """A stream of ``spout``'s batches; ``name`` names the spout (its ZooKeeper node)."""
+        from airflow_trident.stream import Stream
+
+        validate_name(name, kind="spout")
+        if name in self.spouts:
+            msg = f"spout {name!r} already exists in topology {self.name!r}"
+            raise TopologyError(msg)
+        fields = as_fields(spout.output_fields)
+        node = self.add_node(
+            lambda step: SpoutNode(step, (), fields, spout=spout), kind="spout", name=name
+        )
+        self.spouts[name] = node.id
+        return Stream(self, node.id)
+
+    def new_drpc_stream(self, function: str) -> Stream:
+        """A stream of DRPC requests to ``function``: one ``("args",)`` tuple per request."""
+        from airflow_trident.stream import Stream
+
+        validate_name(function, kind="DRPC function")
+        if function in self.drpc_functions:
+            msg = f"DRPC function {function!r} already exists in topology {self.name!r}"
+            raise TopologyError(msg)
+        node = self.add_node(
+            lambda step: DrpcNode(step, (), ("args",), function=function), kind="drpc"
+        )
+        self.drpc_functions[function] = node.id
+        return Stream(self, node.id)
+
+    def merge(self, *streams: Stream, name: str | None = None) -> Stream:
+        """The union of ``streams``; they need the same number of fields (the first's names)."""
+        from airflow_trident.stream import Stream
+
+        if len(streams) < 2:
+            msg = "merge needs at least two streams"
+            raise TopologyError(msg)
+        fields = streams[0].fields
+        for s in streams[1:]:
+            if len(s.fields) != len(fields):
+                msg = (
+                    f"merge: stream {s.node_id!r} has fields {list(s.fields)}, but "
+                    f"{streams[0].node_id!r} has {list(fields)}; project them to the same arity"
+                )
+                raise TopologyError(msg)
+        parents = tuple(s.node_id for s in streams)
+        node = self.add_node(lambda step: MergeNode(step, parents, fields), kind="merge", name=name)
+        return Stream(self, node.id)
+
+    def join(
+        self,
+        streams: Sequence[Stream],
+        join_fields: Sequence[Sequence[str]],
+        output_fields: Sequence[str],
+        *,
+        join_types: Sequence[str] | str = "inner",
+        name: str | None = None,
+    ) -> Stream:
+        """Join ``streams`` within each batch on ``join_fields`` (one list per stream).
+
+        Output: the join fields, then each stream's other fields, renamed to ``output_fields``.
+        ``join_types`` is ``"inner"``/``"outer"`` for all sides or one per stream, as in
+        Trident: an ``outer`` side may be missing for a key (its fields are then ``None``).
+        """
+        from airflow_trident.stream import Stream
+
+        keys = tuple(as_fields(f) for f in join_fields)
+        types = (join_types,) * len(streams) if isinstance(join_types, str) else tuple(join_types)
+        if len(streams) < 2 or len(keys) != len(streams) or len(types) != len(streams):
+            msg = "join: give at least two streams, and one key list and join type per stream"
+            raise TopologyError(msg)
+        if len({len(k) for k in keys}) != 1:
+            msg = f"join: every stream needs the same number of join fields, got {keys}"
+            raise TopologyError(msg)
+        for t in types:
+            if t not in ("inner", "outer"):
+                msg = f"join: join type {t!r} is not 'inner' or 'outer'"
+                raise TopologyError(msg)
+        others: list[Fields] = []
+        for s, k in zip(streams, keys, strict=True):
+            s.check_fields("join", k)
+            others.append(tuple(f for f in s.fields if f not in k))
+        out = as_fields(output_fields)
+        width = len(keys[0]) + sum(len(o) for o in others)
+        if len(out) != width:
+            msg = (
+                f"join: output fields {list(out)} must name {width} values: the join fields "
+                f"{list(keys[0])} then {[list(o) for o in others]}"
+            )
+            raise TopologyError(msg)
+        parents = tuple(s.node_id for s in streams)
+        node = self.add_node(
+            lambda step: JoinNode(
+                step,
+                parents,
+                out,
+                join_fields=keys,
+                join_types=types,  # type: ignore[arg-type]
+                other_fields=tuple(others),
+            ),
+            kind="join",
+            name=name,
+        )
+        return Stream(self, node.id)
+
+    def state(self, name: str) -> TridentState:
+        """The state called ``name`` (created by a persist step of this topology)."""
+        from airflow_trident.stream import TridentState
+
+        if name not in self.states:
+            msg = f"topology {self.name!r} has no state {name!r}; states: {sorted(self.states)}"
+            raise TopologyError(msg)
+        return TridentState(self, name)
+
+    def register_state(self, name: str, node_id: str) -> None:
+        """Record that step ``node_id`` persists state ``name``."""
+        if name in self.states:
+            msg = f"state {name!r} already exists in topology {self.name!r}; name it differently"
+            raise TopologyError(msg)
+        self.states[name] = node_id
