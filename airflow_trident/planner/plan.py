@@ -85,14 +85,12 @@ class Stage:
     ops: tuple[Op, ...]
     parallelism: int | None
     phase: Literal["process", "commit"]
+    in_fields: Fields = ()
 
     @property
     def fields(self) -> Fields:
         """Fields of the stage's output tuples."""
-        if self.ops:
-            return self.ops[-1].fields
-        assert self.source is not None
-        return self.source.fields
+        return self.ops[-1].fields if self.ops else self.in_fields
 
     @property
     def sink(self) -> PersistSink | None:

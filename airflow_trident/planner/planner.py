@@ -44,6 +44,7 @@ from airflow_trident.planner.plan import (
     StageInput,
 )
 from airflow_trident.topology import TridentTopology
+from airflow_trident.tuple import Fields
 
 __all__ = ["build_plan"]
 
@@ -54,18 +55,31 @@ class _Draft:
     source: Node | None
     inputs: tuple[StageInput, ...]
     phase: Literal["process", "commit"]
+    in_fields: Fields
+    last: str  # id of the step whose tuples the stage outputs
     ops: list[Op] = field(default_factory=list)
     parallelism: int | None = None
+
+    def append(self, op: Op, step: str) -> None:
+        self.ops.append(op)
+        self.last = step
 
 
 class _Planner:
     def __init__(self, topology: TridentTopology) -> None:
         self.t = topology
         self.drafts: list[_Draft] = []
-        self.stage_of: dict[str, _Draft] = {}  # node id -> stage whose output it is
+        self.stage_of: dict[str, _Draft] = {}  # step id -> the stage that computes it
 
-    def new_stage(self, source: Node | None, inputs: tuple[StageInput, ...], phase: str) -> _Draft:
-        draft = _Draft(f"stage_{len(self.drafts) + 1}", source, inputs, phase)  # type: ignore[arg-type]
+    def new_stage(
+        self,
+        source: Node | None,
+        inputs: tuple[StageInput, ...],
+        phase: Literal["process", "commit"],
+        in_fields: Fields,
+        last: str,
+    ) -> _Draft:
+        draft = _Draft(f"stage_{len(self.drafts) + 1}", source, inputs, phase, in_fields, last)
         self.drafts.append(draft)
         return draft
 
@@ -73,17 +87,24 @@ class _Planner:
         """The stage a per-partition op on ``parent`` joins: ``parent``'s own stage when it
         ends there and feeds nothing else, else a new stage forwarding its partitions."""
         stage = self.stage_of[parent]
-        ends_here = self._last_id(stage) == parent
-        if ends_here and len(self.t.children[parent]) == 1:
+        if stage.last == parent and len(self.t.children[parent]) == 1:
             return stage
-        return self.new_stage(None, (StageInput(stage.id),), stage.phase)
+        return self._forward(parent)
 
-    @staticmethod
-    def _last_id(stage: _Draft) -> str | None:
-        if stage.ops:
-            last = stage.ops[-1]
-            return last.node.id if isinstance(last, PartialAgg) else last.id
-        return stage.source.id if stage.source is not None else None
+    def _forward(self, parent: str) -> _Draft:
+        """A new stage taking ``parent``'s tuples in their partitions."""
+        stage = self.stage_of[parent]
+        fields = self.t.nodes[parent].fields
+        return self.new_stage(None, (StageInput(stage.id),), stage.phase, fields, parent)
+
+    def _upstream(self, parent: str) -> _Draft:
+        """The stage whose output is ``parent``'s tuples (splitting off a forward if needed)."""
+        stage = self.stage_of[parent]
+        return stage if stage.last == parent else self._forward(parent)
+
+    def _after(self, up: _Draft, repartition: RepartitionNode) -> _Draft:
+        inputs = (StageInput(up.id, repartition),)
+        return self.new_stage(None, inputs, up.phase, repartition.fields, repartition.id)
 
     def hint(self, stage: _Draft, node: Node) -> None:
         if node.parallelism is not None:
@@ -93,20 +114,18 @@ class _Planner:
         for node in self.t.nodes.values():
             self.add(node)
         stages = tuple(
-            Stage(d.id, d.source, d.inputs, tuple(d.ops), d.parallelism, d.phase)
+            Stage(d.id, d.source, d.inputs, tuple(d.ops), d.parallelism, d.phase, d.in_fields)
             for d in self.drafts
         )
         return ExecutionPlan(self.t.name, stages)
 
     def add(self, node: Node) -> None:
         if isinstance(node, SpoutNode | DrpcNode):
-            stage = self.new_stage(node, (), "process")
+            stage = self.new_stage(node, (), "process", node.fields, node.id)
         elif isinstance(node, NewValuesNode):
-            stage = self.new_stage(node, (), "commit")
+            stage = self.new_stage(node, (), "commit", node.fields, node.id)
         elif isinstance(node, RepartitionNode):
-            up = self.stage_of[node.parents[0]]
-            self._end_at(up, node.parents[0])
-            stage = self.new_stage(None, (StageInput(up.id, node),), up.phase)
+            stage = self._after(self._upstream(node.parents[0]), node)
         elif isinstance(node, MergeNode | JoinNode):
             stage = self._multi_input(node)
         elif isinstance(node, AggregateNode) and node.scope == "batch":
@@ -115,21 +134,9 @@ class _Planner:
             stage = self._persist(node)
         else:
             stage = self.open_stage_after(node.parents[0])
-            stage.ops.append(node)
+            stage.append(node, node.id)
         self.hint(stage, node)
         self.stage_of[node.id] = stage
-
-    def _end_at(self, stage: _Draft, node_id: str) -> None:
-        if self._last_id(stage) != node_id:  # pragma: no cover - guarded by the graph shape
-            msg = f"planner: step {node_id!r} is not the end of {stage.id}"
-            raise TopologyError(msg)
-
-    def _upstream(self, parent: str) -> _Draft:
-        """The stage whose output is ``parent``'s tuples (splitting off a forward if needed)."""
-        stage = self.stage_of[parent]
-        if self._last_id(stage) == parent:
-            return stage
-        return self.new_stage(None, (StageInput(stage.id),), stage.phase)  # pragma: no cover
 
     def _multi_input(self, node: MergeNode | JoinNode) -> _Draft:
         inputs = []
@@ -142,14 +149,14 @@ class _Planner:
                 repartition = RepartitionNode(
                     f"{node.id}.by_key_{i}",
                     (parent,),
-                    up.ops[-1].fields if up.ops else self.t.nodes[parent].fields,
+                    self.t.nodes[parent].fields,
                     method="partition_by",
                     key_fields=node.join_fields[i],
                 )
             inputs.append(StageInput(up.id, repartition))
-        phase = "commit" if "commit" in phases else "process"
-        stage = self.new_stage(None, tuple(inputs), phase)
-        stage.ops.append(node)
+        phase: Literal["process", "commit"] = "commit" if "commit" in phases else "process"
+        stage = self.new_stage(None, tuple(inputs), phase, node.fields, node.id)
+        stage.append(node, node.id)
         return stage
 
     def _split(
@@ -159,12 +166,10 @@ class _Planner:
         repartition by group fields (or to one partition)."""
         up = self.open_stage_after(parent)
         group = node.group_fields
+        fields = self.t.nodes[parent].fields
         if combiner:
-            partial_fields = group + tuple(f"_partial_{i}" for i in range(len(node.parts)))
-            up.ops.append(PartialAgg(node, partial_fields))
-            fields = partial_fields
-        else:
-            fields = self.t.nodes[parent].fields
+            fields = group + tuple(f"_partial_{i}" for i in range(len(node.parts)))
+            up.append(PartialAgg(node, fields), f"{node.id}.partial")
         method: Literal["partition_by", "global"] = "partition_by" if group else "global"
         repartition = RepartitionNode(
             f"{node.id}.{method}", (parent,), fields, method=method, key_fields=group
@@ -174,8 +179,8 @@ class _Planner:
     def _batch_aggregate(self, node: AggregateNode) -> _Draft:
         combiner = all(isinstance(p.aggregator, CombinerAggregator) for p in node.parts)
         up, repartition = self._split(node, combiner, node.parents[0])
-        stage = self.new_stage(None, (StageInput(up.id, repartition),), up.phase)
-        stage.ops.append(FinalAgg(node, combiner, node.fields))
+        stage = self._after(up, repartition)
+        stage.append(FinalAgg(node, combiner, node.fields), node.id)
         if not node.group_fields:
             stage.parallelism = 1
         return stage
@@ -183,7 +188,7 @@ class _Planner:
     def _persist(self, node: PersistNode) -> _Draft:
         if node.mode == "update":
             stage = self.open_stage_after(node.parents[0])
-            stage.ops.append(PersistSink(node, "update", node.input_fields))
+            stage.append(PersistSink(node, "update", node.input_fields), node.id)
             return stage
         aggregator = node.parts[0].aggregator
         combiner = isinstance(aggregator, CombinerAggregator)
@@ -191,12 +196,10 @@ class _Planner:
             msg = f"step {node.id!r}: persistent_aggregate needs a combiner or reducer"
             raise TopologyError(msg)
         up, repartition = self._split(node, combiner, node.parents[0])
-        stage = self.new_stage(None, (StageInput(up.id, repartition),), up.phase)
+        stage = self._after(up, repartition)
         kind: Literal["combine", "reduce"] = "combine" if combiner else "reduce"
-        fields = node.group_fields + (
-            node.parts[0].output_fields if combiner else node.input_fields
-        )
-        stage.ops.append(PersistSink(node, kind, fields))
+        outputs = node.parts[0].output_fields if combiner else node.input_fields
+        stage.append(PersistSink(node, kind, node.group_fields + outputs), node.id)
         if not node.group_fields:
             stage.parallelism = 1
         return stage

@@ -159,12 +159,9 @@ class LocalBatchProcessor:
     def _input_fields(self, stage: Stage) -> list[Fields]:
         return [self.plan.stage(i.stage).fields for i in stage.inputs]
 
-    def _stage_input_fields(self, stage: Stage) -> Fields:
-        if stage.source is not None:
-            return stage.source.fields
-        if stage.ops and isinstance(stage.ops[0], MergeNode | JoinNode):
-            return stage.ops[0].fields
-        return self.plan.stage(stage.inputs[0].stage).fields
+    @staticmethod
+    def _stage_input_fields(stage: Stage) -> Fields:
+        return stage.in_fields
 
     def _run_op(
         self, op: Op, rows: list[Row], fields: Fields, txid: int, index: int, n: int
