@@ -28,7 +28,10 @@ from airflow_trident.spout.base import ListCollector, TridentSpout
 from airflow_trident.spout.opaque import OpaquePartitionedSpoutExecutor
 from airflow_trident.state.base import State, StateType
 
-__all__ = ["BatchPlan", "CommitResult", "TransactionalCoordinator"]
+__all__ = ["BatchPlan", "CommitResult", "StateUpdate", "TransactionalCoordinator"]
+
+StateUpdate = tuple[State, Callable[[], object]]
+"""A state and the function applying the batch to it (called inside its commit)."""
 
 log = logging.getLogger(__name__)
 
@@ -136,15 +139,17 @@ class TransactionalCoordinator:
     def commit(
         self,
         plan: BatchPlan,
-        states: Sequence[State],
-        apply: Callable[[], None],
+        updates: Sequence[StateUpdate],
         *,
         token: str | None = None,
     ) -> CommitResult:
-        """Apply batch ``plan.txid`` to ``states`` through ``apply``, then mark it committed.
+        """Apply batch ``plan.txid`` to states, then mark it committed in ZooKeeper.
 
-        ``apply`` runs between every state's ``begin_commit`` and ``commit``. A txid already
-        committed is not applied again (a cleared, committed run changes nothing).
+        Each update is ``(state, apply)``: ``apply()`` runs between the state's
+        ``begin_commit`` and ``commit``, one state after the other (one database transaction
+        each). If a later one fails, the earlier ones stay committed and the retry skips them by
+        their per-key txids, as in Trident. A txid already committed is not applied again (a
+        cleared, committed run changes nothing).
 
         Raises
         ------
@@ -168,7 +173,8 @@ class TransactionalCoordinator:
             )
             raise CommitOrderError(msg)
         opaque = self._opaque_partitions(plan)
-        self._apply(txid, states, apply)
+        for state, apply in updates:
+            self._apply(txid, state, apply)
         writes: dict[str, Any] = {}
         local: list[tuple[OpaquePartitionedSpoutExecutor, str, Any]] = []
         for executor, parts in opaque.values():
@@ -212,18 +218,13 @@ class TransactionalCoordinator:
         return found
 
     @staticmethod
-    def _apply(txid: int, states: Sequence[State], apply: Callable[[], None]) -> None:
-        begun: list[State] = []
+    def _apply(txid: int, state: State, apply: Callable[[], object]) -> None:
+        state.begin_commit(txid)
         try:
-            for state in states:
-                state.begin_commit(txid)
-                begun.append(state)
             apply()
-            for state in states:
-                state.commit(txid)
+            state.commit(txid)
         except BaseException:
-            for state in begun:
-                rollback = getattr(state, "rollback", None)
-                if callable(rollback):
-                    rollback()
+            rollback = getattr(state, "rollback", None)
+            if callable(rollback):
+                rollback()
             raise

@@ -31,6 +31,7 @@ __all__ = [
     "Count",
     "Debug",
     "Equals",
+    "FilterNull",
     "FirstN",
     "MapGet",
     "Max",
@@ -109,6 +110,13 @@ class Split(Function):
     def execute(self, tuple_: TridentTuple, collector: TridentCollector) -> None:
         for word in str(tuple_[0]).split():
             collector.emit((word,))
+
+
+class FilterNull(Filter):
+    """Drops tuples in which any input field is ``None``."""
+
+    def is_keep(self, tuple_: TridentTuple) -> bool:
+        return all(v is not None for v in tuple_.values)
 
 
 class Equals(Filter):

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from airflow_trident.coordination.coordinator import StateUpdate
 from airflow_trident.graph import NewValuesNode, PersistNode
 from airflow_trident.operation.base import CombinerAggregator, ReducerAggregator
 from airflow_trident.runtime.aggregate import group_rows
@@ -83,22 +84,38 @@ class StateCommitter:
             for c in self.topology.children[node_id]
         )
 
-    def apply(
+    def updates(
         self,
-        txid: int,
         staged: Mapping[str, StagedState],
         states: Mapping[str, Sequence[State]],
-    ) -> dict[str, Partitions]:
-        """Apply every staged state (inside its states' commit); return the new values."""
-        new_values: dict[str, Partitions] = {}
+        new_values: dict[str, Partitions],
+    ) -> list[StateUpdate]:
+        """One ``(state, apply)`` per staged partition of each state, for the coordinator's
+        commit; applying fills ``new_values`` (state -> partitions of new-values tuples)."""
+        result: list[StateUpdate] = []
         for name, stage in staged.items():
             node = _persist_node(self.topology, name)
             partitions = stage.partitions or [[]]
-            new_values[name] = [
-                self._apply_partition(node, stage, rows, state)
-                for rows, state in zip(partitions, states[name], strict=True)
-            ]
-        return new_values
+            new_values[name] = [[] for _ in partitions]
+            for index, (rows, state) in enumerate(zip(partitions, states[name], strict=True)):
+                result.append(
+                    (state, self._applier(node, stage, rows, state, new_values[name], index))
+                )
+        return result
+
+    def _applier(
+        self,
+        node: PersistNode,
+        stage: StagedState,
+        rows: list[tuple[Any, ...]],
+        state: Any,
+        sink: Partitions,
+        index: int,
+    ) -> Callable[[], None]:
+        def apply() -> None:
+            sink[index] = self._apply_partition(node, stage, rows, state)
+
+        return apply
 
     def _apply_partition(
         self, node: PersistNode, stage: StagedState, rows: list[tuple[Any, ...]], state: Any

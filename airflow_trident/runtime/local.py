@@ -348,13 +348,9 @@ class LocalRunner:
         }
         result = self.processor.process(plan.txid, sources)
         states = self.committer.make_states(result.staged)
-        flat = [s for per_state in states.values() for s in per_state]
         new_values: dict[str, Partitions] = {}
-
-        def apply() -> None:
-            new_values.update(self.committer.apply(plan.txid, result.staged, states))
-
-        outcome = self.coordinator.commit(plan, flat, apply)
+        updates = self.committer.updates(result.staged, states, new_values)
+        outcome = self.coordinator.commit(plan, updates)
         if outcome.applied:
             self._commit_phase(plan.txid, new_values)
         self.coordinator.success(plan.txid)

@@ -49,7 +49,7 @@ def commit_counts(
     partial = Counter(w for (w,) in tuples)
     keys = [(w,) for w in partial]
     return coordinator.commit(
-        plan, [state], lambda: state.multi_combine(keys, list(partial.values()), CombineOp.SUM)
+        plan, [(state, lambda: state.multi_combine(keys, list(partial.values()), CombineOp.SUM))]
     )
 
 

@@ -1,0 +1,45 @@
+"""Finding a topology by reference (``package.module:attribute``), as the Spark job and the
+Airflow tasks do: the topology is shipped by module reference, never pickled.
+
+>>> load_topology("airflow_trident.examples.topologies:word_count").name
+'word_count'
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from airflow_trident.errors import ConfigurationError
+from airflow_trident.topology import TridentTopology
+
+__all__ = ["load_topology"]
+
+
+def load_topology(reference: str) -> TridentTopology:
+    """Import ``module:attribute``; the attribute is a topology or a function returning one.
+
+    Raises
+    ------
+    ConfigurationError
+        If the reference is malformed, cannot be imported, or is not a topology.
+    """
+    module_name, sep, attribute = reference.partition(":")
+    if not sep or not module_name or not attribute:
+        msg = f"topology reference {reference!r} must look like 'package.module:attribute'"
+        raise ConfigurationError(msg)
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        msg = f"cannot import module {module_name!r} of topology {reference!r}: {exc}"
+        raise ConfigurationError(msg) from exc
+    found: Any = getattr(module, attribute, None)
+    if found is None:
+        msg = f"module {module_name!r} has no attribute {attribute!r} (topology {reference!r})"
+        raise ConfigurationError(msg)
+    if callable(found) and not isinstance(found, TridentTopology):
+        found = found()
+    if not isinstance(found, TridentTopology):
+        msg = f"{reference!r} is {type(found).__name__}, not a TridentTopology"
+        raise ConfigurationError(msg)
+    return found

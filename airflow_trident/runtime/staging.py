@@ -1,0 +1,201 @@
+"""Staged batch results: Parquet files plus a manifest, under
+``<staging_root>/<topology>/<txid>/<attempt>/``.
+
+The processing step writes, per state, one Parquet file per output partition, then the manifest
+last: records emitted per source partition, rows per staged file, and a digest of the batch
+metadata the batch was computed from. The commit step refuses a batch whose manifest is missing,
+incomplete, from another attempt, computed from other metadata, or whose files do not hold the
+rows it lists (Trident's expected tuple counts, between our two processes).
+
+The root may be a local path or any URI ``pyarrow.fs`` understands (``hdfs://``, ``s3://``...).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyarrow import fs
+
+from airflow_trident.coordination.attempt import TransactionAttempt
+from airflow_trident.errors import BatchIncompleteError
+from airflow_trident.runtime.result import ProcessResult, StagedState
+from airflow_trident.tuple import Fields
+
+__all__ = [
+    "MANIFEST",
+    "StagingArea",
+    "meta_digest",
+    "rows_to_table",
+    "table_to_rows",
+]
+
+MANIFEST = "_manifest.json"
+_JSON_META = b"trident.json_columns"
+
+
+def meta_digest(metas: Mapping[str, Any]) -> str:
+    """A digest of every spout's batch metadata (canonical JSON)."""
+    text = json.dumps(metas, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def rows_to_table(fields: Fields, rows: Sequence[tuple[Any, ...]]) -> pa.Table:
+    """An Arrow table of ``rows``; a column Arrow cannot type is kept as JSON text."""
+    arrays, json_columns = [], []
+    for i, name in enumerate(fields):
+        values = [r[i] for r in rows]
+        try:
+            arrays.append(pa.array(values))
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            arrays.append(pa.array([json.dumps(v, default=repr) for v in values], pa.string()))
+            json_columns.append(name)
+    schema = pa.schema([pa.field(n, a.type) for n, a in zip(fields, arrays, strict=True)])
+    schema = schema.with_metadata({_JSON_META: json.dumps(json_columns).encode()})
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def table_to_rows(table: pa.Table, fields: Fields) -> list[tuple[Any, ...]]:
+    """Invert :func:`rows_to_table` (columns taken in ``fields`` order)."""
+    meta = table.schema.metadata or {}
+    json_columns = set(json.loads(meta.get(_JSON_META, b"[]")))
+    columns = []
+    for name in fields:
+        values = table.column(name).to_pylist()
+        columns.append([json.loads(v) for v in values] if name in json_columns else values)
+    return list(zip(*columns, strict=True)) if columns else []
+
+
+@dataclass(frozen=True)
+class StagingArea:
+    """Where one topology's batches are staged."""
+
+    root: str
+    topology: str
+
+    def _fs(self) -> tuple[fs.FileSystem, str]:
+        filesystem, path = (
+            fs.FileSystem.from_uri(self.root)
+            if "://" in self.root
+            else (fs.LocalFileSystem(), self.root)
+        )
+        return filesystem, path.rstrip("/")
+
+    def path(self, attempt: TransactionAttempt) -> str:
+        """The directory of ``attempt``'s results (as a path of the file system)."""
+        _, base = self._fs()
+        return f"{base}/{self.topology}/{attempt.txid}/{attempt.attempt_id}"
+
+    def write(
+        self, attempt: TransactionAttempt, result: ProcessResult, metas: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """Stage ``result`` (from the local runtime) and write the manifest; return it."""
+        filesystem, _ = self._fs()
+        directory = self.path(attempt)
+        filesystem.create_dir(directory, recursive=True)
+        files: dict[str, list[dict[str, Any]]] = {}
+        for name, staged in result.staged.items():
+            files[name] = []
+            for index, rows in enumerate(staged.partitions):
+                path = f"{directory}/{name}/part-{index:05d}.parquet"
+                filesystem.create_dir(f"{directory}/{name}", recursive=True)
+                pq.write_table(rows_to_table(staged.fields, rows), path, filesystem=filesystem)
+                files[name].append({"path": path, "rows": len(rows)})
+        states = {
+            name: {"kind": s.kind, "fields": list(s.fields), "files": files[name]}
+            for name, s in result.staged.items()
+        }
+        return self.write_manifest(attempt, result.emitted, states, metas)
+
+    def write_manifest(
+        self,
+        attempt: TransactionAttempt,
+        emitted: Mapping[str, Mapping[str, int]],
+        states: Mapping[str, Mapping[str, Any]],
+        metas: Mapping[str, Any],
+    ) -> dict[str, Any]:
+        """Write the manifest (last, so its presence means every file is in place)."""
+        filesystem, _ = self._fs()
+        manifest = {
+            "topology": self.topology,
+            "txid": attempt.txid,
+            "attempt_id": attempt.attempt_id,
+            "meta_digest": meta_digest(metas),
+            "emitted": {k: dict(v) for k, v in emitted.items()},
+            "states": {k: dict(v) for k, v in states.items()},
+            "complete": True,
+        }
+        with filesystem.open_output_stream(f"{self.path(attempt)}/{MANIFEST}") as out:
+            out.write(json.dumps(manifest, sort_keys=True, indent=1).encode())
+        return manifest
+
+    def read(
+        self, attempt: TransactionAttempt, metas: Mapping[str, Any]
+    ) -> tuple[dict[str, Any], dict[str, StagedState]]:
+        """The manifest and staged rows of ``attempt``, verified complete.
+
+        Raises
+        ------
+        BatchIncompleteError
+            If the manifest is missing or incomplete, was computed from other metadata, or a
+            file is missing or holds another number of rows than listed.
+        """
+        filesystem, _ = self._fs()
+        where = f"txid {attempt.txid} attempt {attempt.attempt_id} of topology {self.topology!r}"
+        manifest_path = f"{self.path(attempt)}/{MANIFEST}"
+        try:
+            with filesystem.open_input_stream(manifest_path) as stream:
+                manifest = json.loads(stream.read())
+        except (FileNotFoundError, OSError) as exc:
+            msg = (
+                f"no staged results for {where} ({manifest_path}); hint: the process step did "
+                f"not finish for this attempt — re-run it (clear the process task)"
+            )
+            raise BatchIncompleteError(msg) from exc
+        if not manifest.get("complete") or manifest.get("txid") != attempt.txid:
+            msg = f"the manifest of {where} is incomplete or belongs to another batch"
+            raise BatchIncompleteError(msg)
+        if manifest["meta_digest"] != meta_digest(metas):
+            msg = (
+                f"{where} was processed from metadata {manifest['meta_digest']}, but the "
+                f"coordinator now holds {meta_digest(metas)}; hint: re-run the process step"
+            )
+            raise BatchIncompleteError(msg)
+        staged = {}
+        for name, entry in manifest["states"].items():
+            fields = tuple(entry["fields"])
+            partitions = []
+            for f in entry["files"]:
+                try:
+                    table = pq.read_table(f["path"], filesystem=filesystem)
+                except (FileNotFoundError, OSError) as exc:
+                    msg = f"{where}: staged file {f['path']} of state {name!r} is missing"
+                    raise BatchIncompleteError(msg) from exc
+                if table.num_rows != f["rows"]:
+                    msg = (
+                        f"{where}: staged file {f['path']} of state {name!r} holds "
+                        f"{table.num_rows} rows, the manifest lists {f['rows']}; the batch is "
+                        f"incomplete and will not be committed"
+                    )
+                    raise BatchIncompleteError(msg)
+                partitions.append(table_to_rows(table, fields))
+            staged[name] = StagedState(name, entry["kind"], fields, partitions)
+        return manifest, staged
+
+    def remove_before(self, txid: int) -> int:
+        """Delete the staging of txids below ``txid``; return how many txids were removed."""
+        filesystem, base = self._fs()
+        root = f"{base}/{self.topology}"
+        selector = fs.FileSelector(root, allow_not_found=True)
+        removed = 0
+        for info in filesystem.get_file_info(selector):
+            name = info.base_name
+            if info.type == fs.FileType.Directory and name.isdigit() and int(name) < txid:
+                filesystem.delete_dir(info.path)
+                removed += 1
+        return removed
