@@ -15,6 +15,7 @@ from __future__ import annotations
 __all__ = [
     "BatchFailedError",
     "BatchIncompleteError",
+    "BatchNotReadyError",
     "CommitConflictError",
     "CommitOrderError",
     "ConfigurationError",
@@ -90,6 +91,10 @@ class FailedException(TridentError):
 
 class BatchFailedError(TridentError):
     """A batch failed in the processing phase; it will be replayed with a new attempt."""
+
+
+class BatchNotReadyError(BatchFailedError):
+    """A batch that cannot be emitted yet (an earlier txid must be emitted first); retry."""
 
 
 class BatchIncompleteError(BatchFailedError):

@@ -63,7 +63,13 @@ from airflow_trident.spout.tx_state import MemoryPartitionState, PartitionState
 from airflow_trident.topology import TridentTopology
 from airflow_trident.tuple import Fields, TridentCollector, TridentTuple
 
-__all__ = ["BatchReport", "LocalBatchProcessor", "LocalRunner", "emit_partitions"]
+__all__ = [
+    "BatchReport",
+    "LocalBatchProcessor",
+    "LocalRunner",
+    "emit_partitions",
+    "run_commit_phase",
+]
 
 log = logging.getLogger(__name__)
 
@@ -294,6 +300,19 @@ def emit_partitions(
     return collector.partitions
 
 
+def run_commit_phase(
+    processor: LocalBatchProcessor, txid: int, new_values: Mapping[str, Partitions]
+) -> None:
+    """Run the streams reading states' new values (the commit phase), in-process."""
+    sources = {}
+    for stage in processor.plan.phase("commit"):
+        if isinstance(stage.source, NewValuesNode):
+            parts = new_values.get(stage.source.state, [])
+            sources[stage.source.id] = {str(i): rows for i, rows in enumerate(parts)}
+    if sources:
+        processor.process(txid, sources, phase="commit")
+
+
 @dataclass(frozen=True)
 class BatchReport:
     """What one local batch did."""
@@ -352,7 +371,7 @@ class LocalRunner:
         updates = self.committer.updates(result.staged, states, new_values)
         outcome = self.coordinator.commit(plan, updates)
         if outcome.applied:
-            self._commit_phase(plan.txid, new_values)
+            run_commit_phase(self.processor, plan.txid, new_values)
         self.coordinator.success(plan.txid)
         log.info(
             "topology %s: txid %d done (%d records in)",
@@ -367,15 +386,6 @@ class LocalRunner:
             {n: s.rows for n, s in result.staged.items()},
             outcome.applied,
         )
-
-    def _commit_phase(self, txid: int, new_values: Mapping[str, Partitions]) -> None:
-        sources = {}
-        for stage in self.processor.plan.phase("commit"):
-            if isinstance(stage.source, NewValuesNode):
-                parts = new_values.get(stage.source.state, [])
-                sources[stage.source.id] = {str(i): rows for i, rows in enumerate(parts)}
-        if sources:
-            self.processor.process(txid, sources, phase="commit")
 
     def run(self, batches: int) -> list[BatchReport]:
         """Run ``batches`` batches in txid order."""

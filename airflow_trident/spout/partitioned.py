@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from airflow_trident.coordination.attempt import TransactionAttempt
+from airflow_trident.errors import BatchNotReadyError
 from airflow_trident.spout.base import BatchCoordinator, Collector, Emitter, start_partition
 from airflow_trident.spout.tx_state import PartitionState
 from airflow_trident.state.base import StateType
@@ -78,6 +79,9 @@ class PartitionedTransactionalSpout(Protocol):
         """A new emitter."""
 
 
+_SKIPPED = "__trident_skipped__"
+
+
 class _Coordinator:
     def __init__(self, inner: PartitionedCoordinator) -> None:
         self._inner = inner
@@ -107,14 +111,29 @@ class _Emitter:
         for partition in self._inner.get_ordered_partitions(meta):
             start_partition(collector, partition)
             fixed = self._state.get(partition, txid)
+            if isinstance(fixed, dict) and fixed.get(_SKIPPED):
+                continue  # this txid emitted nothing from the partition; a replay neither
             if fixed is not None:
                 self._inner.emit_partition_batch(attempt, collector, partition, fixed)
                 continue
-            earlier = self._state.latest_before(partition, txid)
-            last = None if earlier is None else earlier[1]
+            last = self._previous(partition, txid)
             new = self._inner.emit_partition_batch_new(attempt, collector, partition, last)
-            if new is not None:
-                self._state.put(partition, txid, new)
+            self._state.put(partition, txid, {_SKIPPED: True, "last": last} if new is None else new)
+
+    def _previous(self, partition: str, txid: int) -> Any:
+        """The metadata of ``partition`` for ``txid - 1``, which must be emitted already."""
+        earlier = self._state.latest_before(partition, txid)
+        if earlier is None:
+            return None
+        if earlier[0] != txid - 1:
+            msg = (
+                f"txid {txid}: partition {partition!r} cannot be emitted before txid {txid - 1} "
+                f"(its newest emitted batch is txid {earlier[0]}); a transactional partitioned "
+                f"spout emits in txid order. Hint: retry once txid {txid - 1} was processed"
+            )
+            raise BatchNotReadyError(msg)
+        meta = earlier[1]
+        return meta["last"] if isinstance(meta, dict) and meta.get(_SKIPPED) else meta
 
     def success(self, attempt: TransactionAttempt) -> None:
         return None

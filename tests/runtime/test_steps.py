@@ -1,0 +1,115 @@
+"""The batch steps across processes' boundaries: ZooKeeper, staging files, SQLite state."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from airflow_trident.coordination.store import CoordinatorStore
+from airflow_trident.errors import BatchIncompleteError, CommitOrderError
+from airflow_trident.operation import Count, Split
+from airflow_trident.runtime.staging import StagingArea
+from airflow_trident.runtime.steps import BatchSteps
+from airflow_trident.spout.memory import MemoryTransactionalSpout
+from airflow_trident.state.sql import sql_state
+from airflow_trident.topology import TridentTopology
+
+pytestmark = pytest.mark.integration
+
+DATA = {
+    "p0": [("a b a",), ("c",), ("b b",)],
+    "p1": [("d a",), ("e",), ("a a a",)],
+}
+TOTAL = Counter(w for rows in DATA.values() for (s,) in rows for w in s.split())
+
+
+@pytest.fixture
+def steps(zk_store: CoordinatorStore, tmp_path: Path) -> BatchSteps:
+    topology = TridentTopology(zk_store.paths.topology)
+    factory = sql_state(
+        f"sqlite:///{tmp_path}/state.db",
+        "counts",
+        "transactional",
+        key_fields=("word",),
+        value_type="bigint",
+    )
+    (
+        topology.new_stream("lines", MemoryTransactionalSpout(DATA, ["line"], 1))
+        .each(["line"], Split(), ["word"])
+        .group_by(["word"])
+        .persistent_aggregate(factory, Count(), ["count"], name="counts")
+    )
+    return BatchSteps(topology, zk_store, StagingArea(str(tmp_path / "staging"), topology.name))
+
+
+def counts(steps: BatchSteps) -> dict[str, int]:
+    state = steps.committer.topology.nodes[steps.topology.states["counts"]].factory.make_state()  # type: ignore[attr-defined]
+    values = state.multi_get([(w,) for w in TOTAL])
+    return {w: v for w, v in zip(TOTAL, values, strict=True) if v is not None}
+
+
+def run(steps: BatchSteps, run_id: str) -> int:
+    txid = int(steps.begin(run_id)["txid"])
+    steps.process_local(txid)
+    steps.commit(txid)
+    steps.success(txid)
+    return txid
+
+
+def test_three_runs_count_every_word_once(steps: BatchSteps) -> None:
+    assert [run(steps, f"r{i}") for i in (1, 2, 3)] == [1, 2, 3]
+    assert counts(steps) == TOTAL
+
+
+def test_retried_process_uses_the_new_attempt_and_keeps_counts(steps: BatchSteps) -> None:
+    # Given txid 1 processed, then its process task retried (begin re-run -> new attempt)
+    txid = int(steps.begin("r1")["txid"])
+    steps.process_local(txid)
+    again = steps.begin("r1")
+    assert (again["txid"], again["attempt_id"]) == (1, 1)
+    # Then the commit wants the new attempt's staging
+    with pytest.raises(BatchIncompleteError, match="no staged results for txid 1 attempt 1"):
+        steps.commit(txid)
+    steps.process_local(txid)
+    first = steps.commit(txid)
+    # And a second commit (a cleared commit task) changes nothing
+    assert steps.commit(txid) == {"txid": 1, "applied": False, "reason": "already committed"}
+    assert first["applied"] and first["records_in"] == 2
+    run(steps, "r2")
+    run(steps, "r3")
+    assert counts(steps) == TOTAL
+
+
+def test_commit_refuses_a_staged_file_with_missing_rows(steps: BatchSteps) -> None:
+    txid = int(steps.begin("r1")["txid"])
+    manifest = steps.process_local(txid)
+    path = manifest["states"]["counts"]["files"][0]["path"]
+    table = pq.read_table(path)
+    pq.write_table(table.slice(0, table.num_rows - 1), path)
+    with pytest.raises(BatchIncompleteError, match=r"holds \d+ rows, the manifest lists \d+"):
+        steps.commit(txid)
+    assert counts(steps) == {}
+    assert steps.store.committed_txid() == 0
+
+
+def test_commit_out_of_order_waits_for_previous(steps: BatchSteps) -> None:
+    first = int(steps.begin("r1")["txid"])
+    second = int(steps.begin("r2")["txid"])
+    steps.process_local(first)
+    steps.process_local(second)
+    with pytest.raises(CommitOrderError, match="txid 1 must commit first"):
+        steps.commit(second)
+    steps.commit(first)
+    steps.commit(second)
+    assert steps.store.committed_txid() == 2
+
+
+def test_success_rotates_staging(steps: BatchSteps) -> None:
+    steps.keep_txids = 2
+    for i in range(1, 6):
+        run(steps, f"r{i}")
+    staged = sorted(p.name for p in Path(steps.staging.root, steps.topology.name).iterdir())
+    assert staged == ["4", "5"]
