@@ -1,22 +1,107 @@
 """Provider metadata for Airflow's provider manager (``apache_airflow_provider`` entry point).
 
+Airflow 3.2+ reads connection forms declaratively from here (``ui-field-behaviour`` and
+``conn-fields`` of each connection type) without importing the hooks; the hooks'
+``get_ui_field_behaviour`` only mirrors this module. Nothing here imports ``airflow``: the provider
+manager calls this function while Airflow itself is starting.
+
 >>> info = get_provider_info()
 >>> info["package-name"], info["versions"][0]
 ('airflow-trident', '0.1.0')
+>>> sorted(c["connection-type"] for c in info["connection-types"])
+['trident_state', 'trident_zookeeper']
 """
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from airflow_trident import __version__
 
-__all__ = ["get_provider_info"]
+__all__ = ["connection_type_info", "get_provider_info"]
+
+_INTEGRATION = "Trident"
+
+_CONNECTION_TYPES: tuple[dict[str, Any], ...] = (
+    {
+        "hook-class-name": "airflow_trident.hooks.zookeeper.ZooKeeperHook",
+        "hook-name": "Trident ZooKeeper",
+        "connection-type": "trident_zookeeper",
+        "ui-field-behaviour": {
+            # Every extra has a field below, so the raw JSON box would only invite typos.
+            "hidden-fields": ["extra"],
+            "relabeling": {
+                "host": "Hosts",
+                "schema": "Chroot",
+                "login": "Digest user",
+                "password": "Digest password",
+            },
+            "placeholders": {
+                "host": "zk1:2181,zk2:2181,zk3:2181",
+                "port": "2181 (for hosts given without a port)",
+                "schema": "/apps (optional)",
+                "login": "optional: every created znode gets a digest ACL for this user",
+            },
+        },
+        "conn-fields": {
+            "root": {
+                "label": "Root znode",
+                "description": "Parent of every topology's nodes, below the chroot.",
+                "schema": {"type": ["string", "null"], "default": "/trident"},
+            },
+            "timeout": {
+                "label": "Connect timeout (s)",
+                "description": "Seconds to wait for the first ZooKeeper session.",
+                "schema": {"type": ["number", "null"], "default": 10, "minimum": 0},
+            },
+            "session_timeout": {
+                "label": "Session timeout (s)",
+                "description": "ZooKeeper session timeout requested by the client.",
+                "schema": {"type": ["number", "null"], "default": 10, "minimum": 0},
+            },
+        },
+    },
+    {
+        "hook-class-name": "airflow_trident.hooks.state_store.StateStoreHook",
+        "hook-name": "Trident State Store",
+        "connection-type": "trident_state",
+        "ui-field-behaviour": {
+            "hidden-fields": [],
+            "relabeling": {"schema": "Database"},
+            "placeholders": {
+                "host": "db.example.com (PostgreSQL only)",
+                "schema": "trident (PostgreSQL) or /var/lib/trident/state.db (SQLite)",
+            },
+        },
+        "conn-fields": {
+            "dialect": {
+                "label": "Dialect",
+                "description": "Database kind of the state store.",
+                "schema": {"type": "string", "enum": ["sqlite", "postgresql"], "default": "sqlite"},
+            },
+        },
+    },
+)
+
+
+def connection_type_info(connection_type: str) -> dict[str, Any]:
+    """The provider-info entry of one of our connection types (a copy).
+
+    Raises
+    ------
+    KeyError
+        If ``connection_type`` is not one of this provider's.
+    """
+    for entry in _CONNECTION_TYPES:
+        if entry["connection-type"] == connection_type:
+            return copy.deepcopy(entry)
+    raise KeyError(connection_type)
 
 
 def get_provider_info() -> dict[str, Any]:
-    """Describe the provider: package, versions, and (as they come to exist) its hooks,
-    operators, sensors, triggers and connection types."""
+    """Describe the provider: package, versions, hooks, operators, sensors, triggers and
+    connection types, in the form of Airflow's ``provider_info.schema.json``."""
     return {
         "package-name": "airflow-trident",
         "name": "Trident",
@@ -27,14 +112,22 @@ def get_provider_info() -> dict[str, Any]:
         "versions": [__version__],
         "integrations": [
             {
-                "integration-name": "Trident",
+                "integration-name": _INTEGRATION,
                 "external-doc-url": "https://storm.apache.org/releases/current/Trident-tutorial.html",
                 "tags": ["software"],
             }
         ],
-        "hooks": [],
+        "hooks": [
+            {
+                "integration-name": _INTEGRATION,
+                "python-modules": [
+                    "airflow_trident.hooks.zookeeper",
+                    "airflow_trident.hooks.state_store",
+                ],
+            }
+        ],
         "operators": [],
         "sensors": [],
         "triggers": [],
-        "connection-types": [],
+        "connection-types": [copy.deepcopy(entry) for entry in _CONNECTION_TYPES],
     }

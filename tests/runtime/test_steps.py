@@ -77,7 +77,8 @@ def test_retried_process_uses_the_new_attempt_and_keeps_counts(steps: BatchSteps
     first = steps.commit(txid)
     # And a second commit (a cleared commit task) changes nothing
     assert steps.commit(txid) == {"txid": 1, "applied": False, "reason": "already committed"}
-    assert first["applied"] and first["records_in"] == 2
+    assert first["applied"]
+    assert first["records_in"] == 2
     run(steps, "r2")
     run(steps, "r3")
     assert counts(steps) == TOTAL
