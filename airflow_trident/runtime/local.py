@@ -97,8 +97,17 @@ class LocalBatchProcessor:
         states: Callable[[str], Any] | None = None,
     ) -> None:
         self.topology = topology
-        self.plan = plan or build_plan(topology)
+        self._plan = plan
+        self._planned_nodes = -1
         self._states = states or (lambda name: query_state(topology, name))
+
+    @property
+    def plan(self) -> ExecutionPlan:
+        """The plan (re-planned if steps were added to the topology since)."""
+        if self._plan is None or self._planned_nodes not in (-1, len(self.topology.nodes)):
+            self._plan = build_plan(self.topology)
+            self._planned_nodes = len(self.topology.nodes)
+        return self._plan
 
     def process(
         self,
