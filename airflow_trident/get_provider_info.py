@@ -19,7 +19,7 @@ from typing import Any
 
 from airflow_trident import __version__
 
-__all__ = ["connection_type_info", "get_provider_info"]
+__all__ = ["connection_type_info", "get_provider_info", "ui_field_behaviour"]
 
 _INTEGRATION = "Trident"
 
@@ -97,6 +97,20 @@ def connection_type_info(connection_type: str) -> dict[str, Any]:
         if entry["connection-type"] == connection_type:
             return copy.deepcopy(entry)
     raise KeyError(connection_type)
+
+
+def ui_field_behaviour(connection_type: str) -> dict[str, Any]:
+    """The ``ui-field-behaviour`` of a connection type in the form hooks return it.
+
+    >>> ui_field_behaviour("trident_zookeeper")["relabeling"]["schema"]
+    'Chroot'
+    """
+    behaviour = connection_type_info(connection_type)["ui-field-behaviour"]
+    return {
+        "hidden_fields": behaviour.get("hidden-fields", []),
+        "relabeling": behaviour.get("relabeling", {}),
+        "placeholders": behaviour.get("placeholders", {}),
+    }
 
 
 def get_provider_info() -> dict[str, Any]:

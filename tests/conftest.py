@@ -7,8 +7,13 @@ both); without them they are skipped with a message saying how to start the serv
 from __future__ import annotations
 
 import os
+import tempfile
 import uuid
 from collections.abc import Iterator
+
+# Airflow reads AIRFLOW_HOME when first imported: isolate it before any test imports airflow.
+os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="trident-airflow-home-"))
+os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 
 import pytest
 from kazoo.client import KazooClient

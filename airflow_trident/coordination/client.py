@@ -18,6 +18,7 @@ from typing import Any
 
 from kazoo.client import KazooClient
 from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.serialization import Auth
 from kazoo.retry import KazooRetry
 from kazoo.security import make_digest_acl
 
@@ -93,6 +94,30 @@ class ZkConfig:
         )
 
 
+class _KazooAuthRedactor(logging.Filter):
+    """Hide the credentials kazoo logs at DEBUG when it sends an ``Auth`` packet."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple) and any(isinstance(a, Auth) for a in record.args):
+            record.args = tuple(_redacted(a) for a in record.args)
+        return True
+
+
+def _redacted(arg: object) -> object:
+    if not isinstance(arg, Auth):
+        return arg
+    user = str(arg.auth).partition(":")[0]
+    return f"Auth(auth_type={arg.auth_type}, scheme={arg.scheme!r}, auth='{user}:***')"
+
+
+def _redact_kazoo_auth() -> None:
+    # kazoo logs every request it sends at DEBUG on "kazoo.client", the digest
+    # "user:password" included; a filter on that logger sees each record before any handler.
+    kazoo_log = logging.getLogger("kazoo.client")
+    if not any(isinstance(f, _KazooAuthRedactor) for f in kazoo_log.filters):
+        kazoo_log.addFilter(_KazooAuthRedactor())
+
+
 def connect(config: ZkConfig) -> KazooClient:
     """Start a client for ``config`` and wait for its session.
 
@@ -102,6 +127,7 @@ def connect(config: ZkConfig) -> KazooClient:
         If no server answers within ``config.timeout`` seconds (the client is stopped).
     """
     client = config.client()
+    _redact_kazoo_auth()
     try:
         client.start(timeout=config.timeout)
     except KazooTimeoutError as exc:

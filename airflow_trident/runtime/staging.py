@@ -134,6 +134,28 @@ class StagingArea:
             out.write(json.dumps(manifest, sort_keys=True, indent=1).encode())
         return manifest
 
+    def read_manifest(self, attempt: TransactionAttempt) -> dict[str, Any]:
+        """The manifest of ``attempt``.
+
+        Raises
+        ------
+        BatchIncompleteError
+            If there is none (the process step did not finish this attempt).
+        """
+        filesystem, _ = self._fs()
+        where = f"txid {attempt.txid} attempt {attempt.attempt_id} of topology {self.topology!r}"
+        manifest_path = f"{self.path(attempt)}/{MANIFEST}"
+        try:
+            with filesystem.open_input_stream(manifest_path) as stream:
+                manifest: dict[str, Any] = json.loads(stream.read())
+        except (FileNotFoundError, OSError) as exc:
+            msg = (
+                f"no staged results for {where} ({manifest_path}); hint: the process step did "
+                f"not finish for this attempt — re-run it (clear the process task)"
+            )
+            raise BatchIncompleteError(msg) from exc
+        return manifest
+
     def read(
         self, attempt: TransactionAttempt, metas: Mapping[str, Any]
     ) -> tuple[dict[str, Any], dict[str, StagedState]]:
@@ -147,16 +169,7 @@ class StagingArea:
         """
         filesystem, _ = self._fs()
         where = f"txid {attempt.txid} attempt {attempt.attempt_id} of topology {self.topology!r}"
-        manifest_path = f"{self.path(attempt)}/{MANIFEST}"
-        try:
-            with filesystem.open_input_stream(manifest_path) as stream:
-                manifest = json.loads(stream.read())
-        except (FileNotFoundError, OSError) as exc:
-            msg = (
-                f"no staged results for {where} ({manifest_path}); hint: the process step did "
-                f"not finish for this attempt — re-run it (clear the process task)"
-            )
-            raise BatchIncompleteError(msg) from exc
+        manifest = self.read_manifest(attempt)
         if not manifest.get("complete") or manifest.get("txid") != attempt.txid:
             msg = f"the manifest of {where} is incomplete or belongs to another batch"
             raise BatchIncompleteError(msg)

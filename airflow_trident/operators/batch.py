@@ -1,0 +1,163 @@
+"""The begin, commit and success tasks of a batch (thin over :class:`BatchSteps`)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from airflow.sdk import BaseOperator
+
+from airflow_trident.errors import ConfigurationError
+from airflow_trident.operators.steps import open_steps, txid_of
+from airflow_trident.triggers.zookeeper import CommittedTxidTrigger
+
+__all__ = ["BatchSuccessOperator", "BeginBatchOperator", "CommitBatchOperator"]
+
+
+class _BatchOperator(BaseOperator):
+    """Arguments every batch task shares."""
+
+    template_fields: Sequence[str] = ("topology", "staging_root")
+
+    def __init__(
+        self,
+        *,
+        topology: str,
+        staging_root: str,
+        zookeeper_conn_id: str = "trident_zookeeper_default",
+        state_conn_id: str | None = None,
+        keep_txids: int = 16,
+        begin_task_id: str = "begin",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.topology = topology
+        self.staging_root = staging_root
+        self.zookeeper_conn_id = zookeeper_conn_id
+        self.state_conn_id = state_conn_id
+        self.keep_txids = keep_txids
+        self.begin_task_id = begin_task_id
+
+    def _steps(self) -> Any:
+        return open_steps(
+            self.topology,
+            zookeeper_conn_id=self.zookeeper_conn_id,
+            staging_root=self.staging_root,
+            state_conn_id=self.state_conn_id,
+            keep_txids=self.keep_txids,
+        )
+
+
+class BeginBatchOperator(_BatchOperator):
+    """Trident's coordinator for this run: bind the run to its txid and store the batch metadata.
+
+    The first run of a DAG run allocates the next txid; a retry or a cleared task re-binds the
+    same txid (transactional spouts get the same metadata). ``dag_run.conf = {"txid": N}``
+    replays txid ``N``. Returns (XCom) the txid, attempt and each spout's metadata.
+
+    :param topology: ``package.module:attribute`` of the topology (templated).
+    :param staging_root: where processed batches are staged (templated).
+    :param zookeeper_conn_id: the ``trident_zookeeper`` connection.
+    """
+
+    ui_color = "#e8f4fd"
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        dag_run = context["dag_run"]
+        conf = dag_run.conf or {}
+        txid = conf.get("txid")
+        if txid is not None and (not isinstance(txid, int) or isinstance(txid, bool) or txid < 1):
+            msg = f"dag_run.conf txid must be a positive integer, got {txid!r}"
+            raise ConfigurationError(msg)
+        with self._steps() as steps:
+            summary: dict[str, Any] = steps.begin(dag_run.run_id, txid)
+        self.log.info(
+            "run %s is txid %d (attempt %d); committed txid is %d",
+            dag_run.run_id,
+            summary["txid"],
+            summary["attempt_id"],
+            summary["committed_txid"],
+        )
+        for spout, meta in summary["metas"].items():
+            self.log.info("spout %s metadata: %s", spout, str(meta)[:500])
+        return summary
+
+
+class CommitBatchOperator(_BatchOperator):
+    """Apply the staged batch to state, strictly after txid-1 committed.
+
+    ``depends_on_past`` (on by default) keeps Airflow's order, but it does not enforce
+    contiguity (manual runs pass it trivially): the task also waits until ZooKeeper's committed
+    txid is txid-1 — in the triggerer when ``deferrable`` (no worker slot held), else polling —
+    and the commit itself is a compare-and-set. A txid already committed changes nothing.
+    Returns (XCom) the records in, keys written per state, and the metadata.
+
+    :param deferrable: wait for txid-1 in the triggerer.
+    :param poll_interval: seconds between checks of the committed txid.
+    """
+
+    ui_color = "#fdf1e8"
+
+    def __init__(
+        self, *, deferrable: bool = True, poll_interval: float = 2.0, **kwargs: Any
+    ) -> None:
+        kwargs.setdefault("depends_on_past", True)
+        super().__init__(**kwargs)
+        self.deferrable = deferrable
+        self.poll_interval = poll_interval
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        txid = txid_of(context, self.begin_task_id)
+        with self._steps() as steps:
+            committed = steps.store.committed_txid()
+            topology = steps.topology.name
+            if committed >= txid - 1 or not self.deferrable:
+                while committed < txid - 1:
+                    self.log.info("waiting for txid %d to commit (at %d)", txid - 1, committed)
+                    time.sleep(self.poll_interval)
+                    committed = steps.store.committed_txid()
+                return self._commit(steps, txid)
+        self.log.info("txid %d waits for txid %d (committed: %d)", txid, txid - 1, committed)
+        self.defer(
+            trigger=CommittedTxidTrigger(
+                zookeeper_conn_id=self.zookeeper_conn_id,
+                topology=topology,
+                txid=txid - 1,
+                poll_interval=self.poll_interval,
+            ),
+            method_name="execute_complete",
+        )
+        return {}  # pragma: no cover - defer() raises
+
+    def execute_complete(self, context: Any, event: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Resume after the trigger saw txid-1 committed."""
+        txid = txid_of(context, self.begin_task_id)
+        with self._steps() as steps:
+            return self._commit(steps, txid)
+
+    def _commit(self, steps: Any, txid: int) -> dict[str, Any]:
+        summary: dict[str, Any] = steps.commit(txid)
+        if summary["applied"]:
+            self.log.info(
+                "txid %d committed: %d records in, keys written %s",
+                txid,
+                summary["records_in"],
+                summary["keys_written"],
+            )
+        else:
+            self.log.info("txid %d was already committed: state unchanged", txid)
+        return summary
+
+
+class BatchSuccessOperator(_BatchOperator):
+    """Tell the spouts the batch committed; rotate old metadata and staging away."""
+
+    ui_color = "#e8fdf0"
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        txid = txid_of(context, self.begin_task_id)
+        with self._steps() as steps:
+            summary: dict[str, Any] = steps.success(txid)
+        self.log.info("txid %d success: %s", txid, summary)
+        return summary

@@ -1,0 +1,111 @@
+"""Triggers that wait in the triggerer, holding no worker slot: for the previous txid's commit,
+and for a spout to be ready."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+from airflow_trident.coordination.paths import CoordinatorPaths
+from airflow_trident.coordination.store import CoordinatorStore
+from airflow_trident.hooks.zookeeper import ZooKeeperHook
+
+__all__ = ["BatchReadyTrigger", "CommittedTxidTrigger"]
+
+
+def _committed_txid(zookeeper_conn_id: str, topology: str) -> int:
+    with ZooKeeperHook(zookeeper_conn_id=zookeeper_conn_id) as hook:
+        config = hook.get_config()
+        store = CoordinatorStore(hook.get_conn(), CoordinatorPaths(config.root, topology))
+        return store.committed_txid()
+
+
+class CommittedTxidTrigger(BaseTrigger):
+    """Fires when topology ``topology``'s committed txid reaches ``txid``.
+
+    Only ids are serialised (no credentials): the triggerer reads the connection itself.
+    """
+
+    def __init__(
+        self, *, zookeeper_conn_id: str, topology: str, txid: int, poll_interval: float = 2.0
+    ) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
+        self.zookeeper_conn_id = zookeeper_conn_id
+        self.topology = topology
+        self.txid = txid
+        self.poll_interval = poll_interval
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {
+                "zookeeper_conn_id": self.zookeeper_conn_id,
+                "topology": self.topology,
+                "txid": self.txid,
+                "poll_interval": self.poll_interval,
+            },
+        )
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        while True:
+            committed = await asyncio.to_thread(
+                _committed_txid, self.zookeeper_conn_id, self.topology
+            )
+            if committed >= self.txid:
+                yield TriggerEvent({"status": "committed", "committed_txid": committed})  # type: ignore[no-untyped-call]
+                return
+            self.log.info(
+                "topology %s: waiting for txid %d to commit (committed: %d)",
+                self.topology,
+                self.txid,
+                committed,
+            )
+            await asyncio.sleep(self.poll_interval)
+
+
+def _is_ready(topology: str, zookeeper_conn_id: str, staging_root: str) -> bool:
+    from airflow_trident.operators.steps import open_steps
+
+    with open_steps(
+        topology, zookeeper_conn_id=zookeeper_conn_id, staging_root=staging_root
+    ) as steps:
+        return steps.is_ready()
+
+
+class BatchReadyTrigger(BaseTrigger):
+    """Fires when every spout of ``topology`` (a ``module:attribute`` reference) is ready."""
+
+    def __init__(
+        self,
+        *,
+        topology: str,
+        zookeeper_conn_id: str,
+        staging_root: str,
+        poll_interval: float = 5.0,
+    ) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
+        self.topology = topology
+        self.zookeeper_conn_id = zookeeper_conn_id
+        self.staging_root = staging_root
+        self.poll_interval = poll_interval
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {
+                "topology": self.topology,
+                "zookeeper_conn_id": self.zookeeper_conn_id,
+                "staging_root": self.staging_root,
+                "poll_interval": self.poll_interval,
+            },
+        )
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        while not await asyncio.to_thread(
+            _is_ready, self.topology, self.zookeeper_conn_id, self.staging_root
+        ):
+            await asyncio.sleep(self.poll_interval)
+        yield TriggerEvent({"status": "ready"})  # type: ignore[no-untyped-call]

@@ -1,0 +1,126 @@
+"""Provider info: valid for Airflow 3.3's schemas, consistent with the hook classes, and seen by the
+``airflow`` CLI through the ``apache_airflow_provider`` entry point."""
+
+from __future__ import annotations
+
+import importlib
+import json
+from importlib.metadata import entry_points
+from importlib.resources import files
+from typing import Any
+
+import jsonschema
+import pytest
+
+from airflow_trident import __version__
+from airflow_trident.get_provider_info import get_provider_info
+from airflow_trident.testing.airflow import AirflowHome, prepare_airflow_home, run_airflow
+
+CONNECTION_TYPES = {
+    "trident_zookeeper": "airflow_trident.hooks.zookeeper.ZooKeeperHook",
+    "trident_state": "airflow_trident.hooks.state_store.StateStoreHook",
+}
+
+
+@pytest.fixture(scope="module")
+def airflow_home(tmp_path_factory: pytest.TempPathFactory) -> AirflowHome:
+    # The twin of tests/hooks/conftest.py's fixture: both belong in tests/conftest.py.
+    return prepare_airflow_home(tmp_path_factory.mktemp("airflow_home"), migrate=False)
+
+
+def airflow_schema(name: str) -> dict[str, Any]:
+    schema: dict[str, Any] = json.loads((files("airflow") / name).read_text())
+    return schema
+
+
+def import_class(dotted: str) -> Any:
+    module, _, name = dotted.rpartition(".")
+    return getattr(importlib.import_module(module), name)
+
+
+def test_provider_info_is_valid_for_the_runtime_schema() -> None:
+    # The schema Airflow's provider manager validates every entry point's result against
+    jsonschema.validate(get_provider_info(), airflow_schema("provider_info.schema.json"))
+
+
+def test_connection_types_are_valid_for_the_strict_provider_yaml_schema() -> None:
+    # provider.yaml's schema forbids unknown keys in ui-field-behaviour and conn-fields, where
+    # the runtime schema would let a typo through silently
+    strict = airflow_schema("provider.yaml.schema.json")["properties"]["connection-types"]
+    jsonschema.validate(get_provider_info()["connection-types"], strict)
+
+
+def test_connection_types_name_our_hooks() -> None:
+    declared = {c["connection-type"]: c for c in get_provider_info()["connection-types"]}
+    assert {k: v["hook-class-name"] for k, v in declared.items()} == CONNECTION_TYPES
+    for conn_type, entry in declared.items():
+        hook = import_class(entry["hook-class-name"])
+        assert (hook.conn_type, hook.hook_name) == (conn_type, entry["hook-name"])
+        assert hook.default_conn_name == f"{conn_type}_default"
+        # Airflow builds hooks as hook_class(**{conn_name_attr: conn_id})
+        assert getattr(hook(**{hook.conn_name_attr: "x"}), hook.conn_name_attr) == "x"
+
+
+def test_hook_modules_import_and_cover_every_hook() -> None:
+    (hooks,) = get_provider_info()["hooks"]
+    assert hooks["integration-name"] == get_provider_info()["integrations"][0]["integration-name"]
+    modules = {importlib.import_module(m).__name__ for m in hooks["python-modules"]}
+    assert {c.rpartition(".")[0] for c in CONNECTION_TYPES.values()} == modules
+
+
+@pytest.mark.parametrize("conn_type", sorted(CONNECTION_TYPES))
+def test_hook_ui_behaviour_mirrors_provider_info(conn_type: str) -> None:
+    hook = import_class(CONNECTION_TYPES[conn_type])
+    behaviour = hook.get_ui_field_behaviour()
+    jsonschema.validate(behaviour, airflow_schema("customized_form_field_behaviours.schema.json"))
+    (declared,) = [
+        c["ui-field-behaviour"]
+        for c in get_provider_info()["connection-types"]
+        if c["connection-type"] == conn_type
+    ]
+    assert behaviour["relabeling"] == declared["relabeling"]
+    assert behaviour["hidden_fields"] == declared["hidden-fields"]
+
+
+def test_entry_point_is_registered() -> None:
+    (entry,) = [
+        e
+        for e in entry_points(group="apache_airflow_provider")
+        if e.dist and e.dist.name == "airflow-trident"
+    ]
+    assert entry.load() is get_provider_info
+
+
+def test_airflow_providers_list_shows_the_provider(airflow_home: AirflowHome) -> None:
+    done = run_airflow(airflow_home, "providers", "list", "-o", "json", timeout_s=60)
+    assert done.returncode == 0, done.stderr
+    listed = {p["package_name"]: p["version"] for p in json.loads(done.stdout)}
+    assert listed.get("airflow-trident") == __version__
+
+
+def test_airflow_knows_both_connection_types(airflow_home: AirflowHome) -> None:
+    # `providers hooks` is what the connection form's type list is built from in 3.3
+    done = run_airflow(airflow_home, "providers", "hooks", "-o", "json", timeout_s=60)
+    assert done.returncode == 0, done.stderr
+    hooks = {h["connection_type"]: h for h in json.loads(done.stdout)}
+    for conn_type, class_name in CONNECTION_TYPES.items():
+        assert hooks[conn_type]["class"] == class_name
+        assert hooks[conn_type]["package_name"] == "airflow-trident"
+    # And the provider manager accepted our form metadata without complaint
+    assert not [line for line in done.stderr.splitlines() if "trident" in line.lower()]
+
+
+def test_airflow_registers_the_custom_connection_fields(airflow_home: AirflowHome) -> None:
+    done = run_airflow(airflow_home, "providers", "widgets", "-o", "json", timeout_s=60)
+    assert done.returncode == 0, done.stderr
+    fields = {
+        w["connection_parameter_name"]
+        for w in json.loads(done.stdout)
+        if w["package_name"] == "airflow-trident"
+    }
+    assert fields == {
+        "extra__trident_zookeeper__root",
+        "extra__trident_zookeeper__timeout",
+        "extra__trident_zookeeper__session_timeout",
+        "extra__trident_state__dialect",
+    }
