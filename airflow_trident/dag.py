@@ -1,0 +1,178 @@
+"""The DAG factory: one DAG run = one batch (one txid) of a topology.
+
+``wait_ready >> begin >> process >> commit >> success``, where ``commit`` runs strictly in txid
+order and every other step may overlap with other runs' (``max_active_batches``).
+
+Examples
+--------
+A DAG file::
+
+    from airflow_trident.dag import trident_dag
+
+    dag = trident_dag(
+        "airflow_trident.examples.topologies:word_count",
+        dag_id="word_count",
+        schedule="@hourly",
+        spark_conn_id="spark_local",
+        zookeeper_conn_id="trident_zookeeper_default",
+        max_active_batches=3,
+    )
+
+or a batch inside a larger DAG::
+
+    with DAG("etl", schedule="@daily") as dag:
+        extract >> trident_batch("my_pkg.flows:scores", group_id="scores") >> report
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from airflow.sdk import DAG, TaskGroup
+
+from airflow_trident.errors import ConfigurationError
+from airflow_trident.operators.batch import (
+    BatchSuccessOperator,
+    BeginBatchOperator,
+    CommitBatchOperator,
+)
+from airflow_trident.operators.process import ProcessBatchOperator
+from airflow_trident.runtime.reference import load_topology
+from airflow_trident.sensors.ready import BatchReadySensor
+
+__all__ = ["default_staging_root", "trident_batch", "trident_dag"]
+
+_DOCS = {
+    "wait_ready": "Waits until every spout's coordinator says the next batch may start.",
+    "begin": (
+        "Trident's coordinator: binds this DAG run to its txid in ZooKeeper (a retry or a "
+        'cleared task keeps the txid; `dag_run.conf={"txid": N}` replays N) and stores each '
+        "spout's batch metadata. XCom: txid, attempt, metadata."
+    ),
+    "process": (
+        "The processing phase, on Spark: emits the batch (a new attempt id every run), runs the "
+        "topology's plan and stages the results plus a manifest. Safe to retry."
+    ),
+    "commit": (
+        "The commit phase, strictly in txid order: waits until txid-1 is committed, checks the "
+        "staged manifest, applies the results to each state with its exactly-once rule, then "
+        "advances the committed txid in ZooKeeper by compare-and-set. Clearing a committed run "
+        "changes nothing. XCom: records in, keys written."
+    ),
+    "success": "Tells the spouts the batch committed; rotates old metadata and staging away.",
+}
+
+
+def default_staging_root() -> str:
+    """``TRIDENT_STAGING_ROOT``, or ``~/.airflow_trident/staging``."""
+    root = os.environ.get("TRIDENT_STAGING_ROOT")
+    if root:
+        return root
+    home = Path(os.environ.get("TRIDENT_HOME", Path.home() / ".airflow_trident"))
+    return str(home / "staging")
+
+
+def trident_batch(
+    topology: str,
+    *,
+    group_id: str | None = None,
+    spark_conn_id: str = "spark_default",
+    zookeeper_conn_id: str = "trident_zookeeper_default",
+    state_conn_id: str | None = None,
+    staging_root: str | None = None,
+    commit_mode: str = "worker",
+    deferrable: bool = True,
+    spark_conf: dict[str, Any] | None = None,
+    py_files: str | None = None,
+    keep_txids: int = 16,
+) -> TaskGroup:
+    """The tasks of one batch of ``topology`` (``module:attribute``) as a TaskGroup.
+
+    Call inside a ``with DAG(...)`` block; each DAG run is one batch.
+
+    Raises
+    ------
+    ConfigurationError
+        For an unknown ``commit_mode`` or a topology that cannot be imported.
+    """
+    if commit_mode != "worker":
+        msg = (
+            f"commit_mode {commit_mode!r} is not available: use 'worker' (the commit applies "
+            f"staged results from the Airflow worker with pyarrow and batched SQL)"
+        )
+        raise ConfigurationError(msg)
+    name = load_topology(topology).name
+    group_id = group_id or name
+    root = staging_root or default_staging_root()
+    common: dict[str, Any] = {
+        "topology": topology,
+        "staging_root": root,
+        "zookeeper_conn_id": zookeeper_conn_id,
+    }
+    begin_id = f"{group_id}.begin"
+    with TaskGroup(group_id=group_id, tooltip=f"one batch of topology {name}") as group:
+        ready = BatchReadySensor(
+            task_id="wait_ready", poke_interval=5, mode="reschedule", doc_md=_DOCS["wait_ready"],
+            **common,
+        )  # fmt: skip
+        begin = BeginBatchOperator(
+            task_id="begin", state_conn_id=state_conn_id, keep_txids=keep_txids,
+            doc_md=_DOCS["begin"], **common,
+        )  # fmt: skip
+        process = ProcessBatchOperator(
+            task_id="process", spark_conn_id=spark_conn_id, state_conn_id=state_conn_id,
+            begin_task_id=begin_id, conf=spark_conf, py_files=py_files,
+            name=f"trident-{name}", doc_md=_DOCS["process"], **common,
+        )  # fmt: skip
+        commit = CommitBatchOperator(
+            task_id="commit", state_conn_id=state_conn_id, begin_task_id=begin_id,
+            deferrable=deferrable, keep_txids=keep_txids, doc_md=_DOCS["commit"], **common,
+        )  # fmt: skip
+        success = BatchSuccessOperator(
+            task_id="success", state_conn_id=state_conn_id, begin_task_id=begin_id,
+            keep_txids=keep_txids, doc_md=_DOCS["success"], **common,
+        )  # fmt: skip
+        ready >> begin >> process >> commit >> success
+    return group
+
+
+def trident_dag(
+    topology: str,
+    *,
+    dag_id: str | None = None,
+    schedule: Any = None,
+    start_date: datetime | None = None,
+    max_active_batches: int = 1,
+    retries: int = 2,
+    tags: list[str] | None = None,
+    **batch: Any,
+) -> DAG:
+    """A DAG whose every run is one batch (one txid) of ``topology`` (``module:attribute``).
+
+    ``max_active_batches`` is Trident's max spout pending: that many runs process at once,
+    while commits stay strictly ordered. Other keyword arguments go to :func:`trident_batch`
+    (``spark_conn_id``, ``zookeeper_conn_id``, ``state_conn_id``, ``staging_root``,
+    ``commit_mode``, ``deferrable``, ``spark_conf``, ``py_files``).
+    """
+    name = load_topology(topology).name
+    if max_active_batches < 1:
+        msg = f"max_active_batches must be >= 1, got {max_active_batches}"
+        raise ConfigurationError(msg)
+    with DAG(
+        dag_id=dag_id or f"trident_{name}",
+        schedule=schedule,
+        start_date=start_date or datetime(2026, 1, 1),
+        catchup=False,
+        max_active_runs=max_active_batches,
+        default_args={"retries": retries},
+        tags=tags or ["trident"],
+        doc_md=(
+            f"Trident topology **{name}** (`{topology}`): one run = one batch (txid). "
+            f"Retries and cleared tasks replay the same txid; commits are strictly ordered."
+        ),
+    ) as dag:
+        trident_batch(topology, group_id="batch", **batch)
+    return dag

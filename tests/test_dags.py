@@ -1,0 +1,42 @@
+"""The example DAGs import cleanly and have the batch shape."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+DAGS = Path(__file__).resolve().parents[1] / "dags"
+
+
+def test_dagbag_has_no_import_errors() -> None:
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=str(DAGS))
+    assert bag.import_errors == {}
+    assert sorted(bag.dag_ids) == [
+        "trident_global_count",
+        "trident_opaque_count",
+        "trident_user_scores",
+        "trident_word_count",
+    ]
+    dag = bag.dags.get("trident_word_count")
+    assert dag is not None
+    assert [t.task_id for t in dag.topological_sort()] == [
+        "batch.wait_ready",
+        "batch.begin",
+        "batch.process",
+        "batch.commit",
+        "batch.success",
+    ]
+    commit = dag.get_task("batch.commit")
+    assert commit.depends_on_past
+    assert dag.max_active_runs == 3
+
+
+def test_unknown_commit_mode_is_refused() -> None:
+    from airflow_trident.dag import trident_dag
+    from airflow_trident.errors import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match="commit_mode 'spark' is not available"):
+        trident_dag("airflow_trident.examples.topologies:word_count", commit_mode="spark")
