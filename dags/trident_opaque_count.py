@@ -1,4 +1,6 @@
-"""Seed 002: opaque partitioned count surviving an unreadable partition (set TRIDENT_UNREADABLE_PARTITIONS=p1 for a run).
+"""Seed 002: opaque partitioned count surviving an unreadable partition.
+
+Set TRIDENT_UNREADABLE_PARTITIONS=p1 in a run's environment to break a partition.
 
 One DAG run is one batch (txid). Connections: `spark_local` (a Spark connection, e.g.
 `AIRFLOW_CONN_SPARK_LOCAL='{"conn_type": "spark", "host": "local[2]"}'`) and

@@ -1,4 +1,5 @@
-"""Seed 003: partition_by(user) -> partition_aggregate -> parallelism_hint(3) -> global_() -> aggregate.
+"""Seed 003: partition_by(user) -> partition_aggregate -> parallelism_hint(3) -> global_()
+-> aggregate (a combiner), persisted.
 
 One DAG run is one batch (txid). Connections: `spark_local` (a Spark connection, e.g.
 `AIRFLOW_CONN_SPARK_LOCAL='{"conn_type": "spark", "host": "local[2]"}'`) and
