@@ -27,7 +27,7 @@ or a batch inside a larger DAG::
 from __future__ import annotations
 
 import os
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -147,6 +147,7 @@ def trident_dag(
     start_date: datetime | None = None,
     max_active_batches: int = 1,
     retries: int = 2,
+    retry_delay: timedelta = timedelta(seconds=30),
     tags: list[str] | None = None,
     **batch: Any,
 ) -> DAG:
@@ -167,7 +168,7 @@ def trident_dag(
         start_date=start_date or datetime(2026, 1, 1),
         catchup=False,
         max_active_runs=max_active_batches,
-        default_args={"retries": retries},
+        default_args={"retries": retries, "retry_delay": retry_delay},
         tags=tags or ["trident"],
         doc_md=(
             f"Trident topology **{name}** (`{topology}`): one run = one batch (txid). "

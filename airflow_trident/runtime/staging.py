@@ -78,7 +78,8 @@ class StagingArea:
     root: str
     topology: str
 
-    def _fs(self) -> tuple[fs.FileSystem, str]:
+    def filesystem(self) -> tuple[fs.FileSystem, str]:
+        """The ``pyarrow`` file system of the root, and the root as a path in it."""
         filesystem, path = (
             fs.FileSystem.from_uri(self.root)
             if "://" in self.root
@@ -88,14 +89,14 @@ class StagingArea:
 
     def path(self, attempt: TransactionAttempt) -> str:
         """The directory of ``attempt``'s results (as a path of the file system)."""
-        _, base = self._fs()
+        _, base = self.filesystem()
         return f"{base}/{self.topology}/{attempt.txid}/{attempt.attempt_id}"
 
     def write(
         self, attempt: TransactionAttempt, result: ProcessResult, metas: Mapping[str, Any]
     ) -> dict[str, Any]:
         """Stage ``result`` (from the local runtime) and write the manifest; return it."""
-        filesystem, _ = self._fs()
+        filesystem, _ = self.filesystem()
         directory = self.path(attempt)
         filesystem.create_dir(directory, recursive=True)
         files: dict[str, list[dict[str, Any]]] = {}
@@ -120,7 +121,7 @@ class StagingArea:
         metas: Mapping[str, Any],
     ) -> dict[str, Any]:
         """Write the manifest (last, so its presence means every file is in place)."""
-        filesystem, _ = self._fs()
+        filesystem, _ = self.filesystem()
         manifest = {
             "topology": self.topology,
             "txid": attempt.txid,
@@ -142,7 +143,7 @@ class StagingArea:
         BatchIncompleteError
             If there is none (the process step did not finish this attempt).
         """
-        filesystem, _ = self._fs()
+        filesystem, _ = self.filesystem()
         where = f"txid {attempt.txid} attempt {attempt.attempt_id} of topology {self.topology!r}"
         manifest_path = f"{self.path(attempt)}/{MANIFEST}"
         try:
@@ -167,7 +168,7 @@ class StagingArea:
             If the manifest is missing or incomplete, was computed from other metadata, or a
             file is missing or holds another number of rows than listed.
         """
-        filesystem, _ = self._fs()
+        filesystem, _ = self.filesystem()
         where = f"txid {attempt.txid} attempt {attempt.attempt_id} of topology {self.topology!r}"
         manifest = self.read_manifest(attempt)
         if not manifest.get("complete") or manifest.get("txid") != attempt.txid:
@@ -202,7 +203,7 @@ class StagingArea:
 
     def remove_before(self, txid: int) -> int:
         """Delete the staging of txids below ``txid``; return how many txids were removed."""
-        filesystem, base = self._fs()
+        filesystem, base = self.filesystem()
         root = f"{base}/{self.topology}"
         selector = fs.FileSelector(root, allow_not_found=True)
         removed = 0

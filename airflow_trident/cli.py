@@ -1,0 +1,113 @@
+"""``airflow-trident``: command-line tools next to Airflow's own.
+
+``airflow-trident backfill DAG_ID --from-txid N --to-txid M`` creates one DAG run per txid of
+the range. Txids already allocated are *replayed* (``conf={"txid": t}``): a committed one changes
+nothing, an uncommitted one is processed and committed in order. Txids beyond the last
+allocated are new batches (runs without conf), allocated in order by their begin tasks. A
+running scheduler executes the runs; commits stay strictly ordered whatever order they run in.
+
+Airflow's own ``airflow backfill create --from-date --to-date`` creates runs by *date*: each
+begins a *new* txid (dates never name txids), so it processes new batches, it does not replay
+old ones. Use this command to replay txids.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["main", "plan_backfill"]
+
+
+def plan_backfill(from_txid: int, to_txid: int, allocated: int) -> list[dict[str, Any]]:
+    """The runs to create: ``{"run_id", "conf"}`` per txid, replays first, in txid order.
+
+    >>> for run in plan_backfill(2, 5, allocated=3):
+    ...     print(run["run_id"])
+    trident_replay__txid_2
+    trident_replay__txid_3
+    trident_new__txid_4
+    trident_new__txid_5
+    >>> plan_backfill(2, 5, allocated=3)[-1]["conf"]
+    {}
+    """
+    if from_txid < 1 or to_txid < from_txid:
+        msg = f"txid range {from_txid}..{to_txid} is empty or starts below 1"
+        raise ValueError(msg)
+    runs = []
+    for txid in range(from_txid, to_txid + 1):
+        if txid <= allocated:
+            runs.append({"run_id": f"trident_replay__txid_{txid}", "conf": {"txid": txid}})
+        else:
+            runs.append({"run_id": f"trident_new__txid_{txid}", "conf": {}})
+    return runs
+
+
+def _begin_task(dag_id: str) -> Any:
+    """The ``BeginBatchOperator`` of ``dag_id`` (parsed from the DAGs folder)."""
+    from airflow.dag_processing.dagbag import DagBag
+
+    from airflow_trident.operators.batch import BeginBatchOperator
+
+    dag = DagBag().dags.get(dag_id)
+    if dag is None:
+        msg = f"DAG {dag_id!r} is not in the DAGs folder"
+        raise LookupError(msg)
+    for task in dag.tasks:
+        if isinstance(task, BeginBatchOperator):
+            return task
+    msg = f"DAG {dag_id!r} has no BeginBatchOperator: it is not a Trident DAG"
+    raise LookupError(msg)
+
+
+def _allocated_txids(dag_id: str) -> tuple[int, str]:
+    from airflow_trident.operators.steps import open_steps
+
+    begin = _begin_task(dag_id)
+    with open_steps(
+        begin.topology, zookeeper_conn_id=begin.zookeeper_conn_id, staging_root=begin.staging_root
+    ) as steps:
+        return steps.store.current_txid(), str(begin.topology)
+
+
+def backfill(dag_id: str, from_txid: int, to_txid: int, *, dry_run: bool) -> int:
+    """Create the runs of :func:`plan_backfill`; print what was (or would be) created."""
+    allocated, topology = _allocated_txids(dag_id)
+    runs = plan_backfill(from_txid, to_txid, allocated)
+    print(f"DAG {dag_id} (topology {topology}): txids 1..{allocated} allocated")
+    for run in runs:
+        print(f"  {'would create' if dry_run else 'creating'} {run['run_id']} conf={run['conf']}")
+        if not dry_run:
+            from airflow.api.common.trigger_dag import trigger_dag
+            from airflow.utils.types import DagRunTriggeredByType
+
+            trigger_dag(
+                dag_id,
+                run_id=run["run_id"],
+                conf=run["conf"],
+                triggered_by=DagRunTriggeredByType.CLI,
+            )
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``airflow-trident``."""
+    parser = argparse.ArgumentParser(prog="airflow-trident", description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    fill = commands.add_parser("backfill", help="create DAG runs replaying a txid range")
+    fill.add_argument("dag_id")
+    fill.add_argument("--from-txid", type=int, required=True)
+    fill.add_argument("--to-txid", type=int, required=True)
+    fill.add_argument("--dry-run", action="store_true")
+    args = parser.parse_args(argv)
+    try:
+        return backfill(args.dag_id, args.from_txid, args.to_txid, dry_run=args.dry_run)
+    except (ValueError, LookupError) as exc:
+        print(f"airflow-trident: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

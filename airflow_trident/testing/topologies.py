@@ -1,0 +1,45 @@
+"""Topologies for end-to-end tests, configured from the environment so that a test can give
+each run its own name, state and fault (they are shipped by reference to spark-submit).
+
+* ``TRIDENT_TEST_TOPOLOGY``: the topology name (default ``e2e_word_count``);
+* ``TRIDENT_STATE_URL``: the state database;
+* ``TRIDENT_FAIL_ONCE_MARKER``: a path; when set, the first processing attempt that finds no
+  file there fails (after creating it), so its retry succeeds.
+"""
+
+from __future__ import annotations
+
+import os
+
+from airflow_trident.examples.topologies import SEED_SENTENCES, state_url
+from airflow_trident.operation import Count, Split
+from airflow_trident.spout.memory import MemoryTransactionalSpout
+from airflow_trident.state.sql import sql_state
+from airflow_trident.testing.faults import FailOnce
+from airflow_trident.topology import TridentTopology
+
+__all__ = ["E2E_DATA", "e2e_word_count"]
+
+E2E_DATA = {
+    "p0": [(s,) for s in SEED_SENTENCES * 4],
+    "p1": [(s,) for s in reversed(SEED_SENTENCES * 4)],
+}
+
+
+def e2e_word_count() -> TridentTopology:
+    """Sentences -> split -> (fail once) -> count per word, in transactional SQL state."""
+    name = os.environ.get("TRIDENT_TEST_TOPOLOGY", "e2e_word_count")
+    topology = TridentTopology(name)
+    words = topology.new_stream(
+        "sentences", MemoryTransactionalSpout(E2E_DATA, ["sentence"], take_per_batch=2)
+    ).each(["sentence"], Split(), ["word"])
+    marker = os.environ.get("TRIDENT_FAIL_ONCE_MARKER", "")
+    if marker:
+        words = words.each(["word"], FailOnce(marker), ["checked"]).project(["word"])
+    words.group_by(["word"]).persistent_aggregate(
+        sql_state(state_url(), name, "transactional", key_fields=("word",), value_type="bigint"),
+        Count(),
+        ["count"],
+        name="counts",
+    )
+    return topology
