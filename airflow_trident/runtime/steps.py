@@ -29,6 +29,7 @@ from airflow_trident.runtime.local import LocalBatchProcessor, emit_partitions, 
 from airflow_trident.runtime.result import Partitions
 from airflow_trident.runtime.staging import StagingArea
 from airflow_trident.spout.executor import as_trident_spout
+from airflow_trident.spout.opaque import StaleBatchError
 from airflow_trident.spout.tx_state import MemoryPartitionState
 from airflow_trident.topology import TridentTopology
 
@@ -132,9 +133,15 @@ class BatchSteps:
                 log.info("txid %d waits for txid %d to be emitted", plan.txid, plan.txid - 1)
                 time.sleep(1.0)
 
+    def new_attempt(self, txid: int) -> BatchPlan:
+        """Start a new attempt of ``txid`` (every emit is one): its metadata and attempt id."""
+        begun = self.plan(txid)
+        return BatchPlan(self.store.next_attempt(txid), begun.metas)
+
     def process_local(self, txid: int, *, wait_s: float = 0.0) -> dict[str, Any]:
-        """Emit, process in-process and stage batch ``txid``; return the manifest."""
-        plan = self.plan(txid)
+        """Emit (a new attempt), process in-process and stage batch ``txid``; return the
+        manifest."""
+        plan = self.new_attempt(txid)
         sources = self.emit(plan, wait_s=wait_s)
         result = LocalBatchProcessor(self.topology).process(txid, sources)
         manifest = self.staging.write(plan.attempt, result, plan.metas)
@@ -149,10 +156,12 @@ class BatchSteps:
 
     # -- commit ---------------------------------------------------------------------------------
 
-    def commit(self, txid: int) -> dict[str, Any]:
+    def commit(self, txid: int, *, reprocess_stale: bool = True) -> dict[str, Any]:
         """Verify batch ``txid``'s staged results and apply them, strictly after ``txid - 1``.
 
-        A txid already committed changes nothing (a cleared, committed run is a no-op).
+        A txid already committed changes nothing (a cleared, committed run is a no-op). An
+        opaque batch built on an earlier batch that was since re-emitted differently is
+        re-processed here (in-process, a new attempt) before it commits: no manual clearing.
         """
         plan = self.plan(txid)
         if self.store.committed_txid() >= txid:
@@ -161,7 +170,14 @@ class BatchSteps:
         states = self.committer.make_states(staged)
         new_values: dict[str, Partitions] = {}
         updates = self.committer.updates(staged, states, new_values)
-        outcome = self.coordinator.commit(plan, updates)
+        try:
+            outcome = self.coordinator.commit(plan, updates)
+        except StaleBatchError as exc:
+            if not reprocess_stale:
+                raise
+            log.warning("%s; re-processing txid %d before its commit", exc, txid)
+            self.process_local(txid)
+            return self.commit(txid, reprocess_stale=False)
         if outcome.applied:
             run_commit_phase(LocalBatchProcessor(self.topology), txid, new_values)
         keys = {name: sum(len(p) for p in s.partitions) for name, s in staged.items()}

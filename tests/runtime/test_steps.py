@@ -13,7 +13,7 @@ from airflow_trident.errors import BatchIncompleteError, CommitOrderError
 from airflow_trident.operation import Count, Split
 from airflow_trident.runtime.staging import StagingArea
 from airflow_trident.runtime.steps import BatchSteps
-from airflow_trident.spout.memory import MemoryTransactionalSpout
+from airflow_trident.spout.memory import MemoryOpaqueSpout, MemoryTransactionalSpout
 from airflow_trident.state.sql import sql_state
 from airflow_trident.topology import TridentTopology
 
@@ -69,9 +69,9 @@ def test_retried_process_uses_the_new_attempt_and_keeps_counts(steps: BatchSteps
     txid = int(steps.begin("r1")["txid"])
     steps.process_local(txid)
     again = steps.begin("r1")
-    assert (again["txid"], again["attempt_id"]) == (1, 1)
+    assert (again["txid"], again["attempt_id"]) == (1, 2)  # 0: begin, 1: process, 2: begin
     # Then the commit wants the new attempt's staging
-    with pytest.raises(BatchIncompleteError, match="no staged results for txid 1 attempt 1"):
+    with pytest.raises(BatchIncompleteError, match="no staged results for txid 1 attempt 2"):
         steps.commit(txid)
     steps.process_local(txid)
     first = steps.commit(txid)
@@ -114,3 +114,35 @@ def test_success_rotates_staging(steps: BatchSteps) -> None:
         run(steps, f"r{i}")
     staged = sorted(p.name for p in Path(steps.staging.root, steps.topology.name).iterdir())
     assert staged == ["4", "5"]
+
+
+def test_stale_opaque_batch_is_reprocessed_before_commit(
+    zk_store: CoordinatorStore, tmp_path: Path
+) -> None:
+    # Given an opaque spout, and txids 1 and 2 processed in a pipeline
+    spout = MemoryOpaqueSpout(DATA, ["line"], take_per_batch=1)
+    topology = TridentTopology(zk_store.paths.topology)
+    factory = sql_state(
+        f"sqlite:///{tmp_path}/o.db", "counts", "opaque", key_fields=("word",), value_type="bigint"
+    )
+    (
+        topology.new_stream("lines", spout)
+        .each(["line"], Split(), ["word"])
+        .group_by(["word"])
+        .persistent_aggregate(factory, Count(), ["count"], name="counts")
+    )
+    steps = BatchSteps(topology, zk_store, StagingArea(str(tmp_path / "staging"), topology.name))
+    for run_id in ("r1", "r2"):
+        steps.process_local(int(steps.begin(run_id)["txid"]))
+    # When txid 1 is re-emitted without p1 (unreadable) and commits
+    spout.set_unreadable("p1")
+    steps.begin("r1")
+    steps.process_local(1)
+    steps.commit(1)
+    spout.set_unreadable()
+    # Then txid 2 (built on txid 1's first emit) is re-processed by its commit, not skipped
+    summary = steps.commit(2)
+    assert summary["applied"]
+    for i in range(3, 7):
+        run(steps, f"r{i}")
+    assert counts(steps) == TOTAL
