@@ -157,3 +157,13 @@ def test_snapshottable_global_count_replay() -> None:
 def test_unknown_state_type() -> None:
     with pytest.raises(UnknownStateTypeError, match=r"'eventual'.*'opaque'"):
         StateType.parse("eventual")
+
+
+def test_repeated_keys_in_one_combine_are_folded() -> None:
+    # Given the seed's batch as raw deltas (man twice), When combined in one call
+    state = TransactionalMap(MemoryBackingMap())
+    state.begin_commit(3)
+    state.multi_combine([("man",), ("man",), ("dog",)], [1, 1, 1], CombineOp.SUM)
+    state.commit(3)
+    # Then both men count
+    assert state.multi_get([("man",), ("dog",)]) == [2, 1]

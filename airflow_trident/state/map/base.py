@@ -119,7 +119,10 @@ class RuleMap:
         ):
             backing.multi_combine(keys, deltas, op, self.state_type, txid)
             return
-        self.multi_update(keys, [_combiner(op, delta) for delta in deltas])
+        folded: dict[Key, Any] = {}
+        for key, delta in zip(map(tuple, keys), deltas, strict=True):
+            folded[key] = op.combine(folded.get(key), delta) if key in folded else delta
+        self.multi_update(list(folded), [_combiner(op, delta) for delta in folded.values()])
 
 
 def _combiner(op: CombineOp, delta: Any) -> Updater:

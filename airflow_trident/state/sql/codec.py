@@ -1,0 +1,193 @@
+"""Mapping between stored values and table rows ``(key..., txid, val, prev)``.
+
+======================  =====================================================
+state type              row
+======================  =====================================================
+transactional           ``TransactionalValue(txid, val)`` <-> ``txid, val, NULL``
+opaque                  ``OpaqueValue(curr_txid, curr, prev)`` <-> ``txid, val, prev``
+non-transactional       ``value`` <-> ``NULL, val, NULL``
+======================  =====================================================
+
+With ``value_type="json"`` a value is stored as JSON text (``None`` as SQL ``NULL``), so it
+round-trips as JSON does: tuples come back as lists, mapping keys as strings. NaN and infinities
+are refused (they are not JSON). With ``"bigint"``/``"double"`` values must be numbers.
+
+Examples
+--------
+>>> from airflow_trident.state.sql.table import TableLayout
+>>> from airflow_trident.state.values import OpaqueValue
+>>> codec = RowCodec(TableLayout.build("totals", state_type="opaque"))
+>>> codec.encode(OpaqueValue(3, {"n": 6}, {"n": 4}))
+(3, '{"n":6}', '{"n":4}')
+>>> codec.decode(3, '{"n":6}', '{"n":4}')
+OpaqueValue(curr_txid=3, curr={'n': 6}, prev={'n': 4})
+>>> codec.encode(OpaqueValue(3, {1, 2}))
+Traceback (most recent call last):
+...
+airflow_trident.state.sql.codec.StateValueNotSerializableError: state table 'totals': ...
+"""
+
+from __future__ import annotations
+
+import json
+import numbers
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from airflow_trident.errors import ConfigurationError, StateError
+from airflow_trident.state.base import Key, StateType
+from airflow_trident.state.sql.table import TableLayout
+from airflow_trident.state.values import OpaqueValue, TransactionalValue
+
+__all__ = ["Row", "RowCodec", "StateValueNotSerializableError"]
+
+Row = tuple[Any, ...]
+"""A table row: the key values, then ``txid``, ``val``, ``prev``."""
+
+_dumps = json.JSONEncoder(allow_nan=False, separators=(",", ":")).encode
+
+
+class StateValueNotSerializableError(StateError, TypeError):
+    """A state value that the state table cannot hold (nothing was written)."""
+
+
+class RowCodec:
+    """Encodes values (and keys) of one state table into rows, and decodes rows back.
+
+    Examples
+    --------
+    >>> from airflow_trident.state.sql.table import TableLayout
+    >>> codec = RowCodec(TableLayout.build("c", state_type="transactional", value_type="bigint"))
+    >>> codec.encode_rows([("man",)], [TransactionalValue(3, 5)])
+    [('man', 3, 5, None)]
+    >>> codec.decode(3, 5, None)
+    TransactionalValue(txid=3, val=5)
+    """
+
+    def __init__(self, layout: TableLayout) -> None:
+        self.layout = layout
+        self.encode_val: Callable[[Any], Any] = {
+            "json": self._encode_json,
+            "bigint": self._encode_bigint,
+            "double": self._encode_double,
+        }[layout.value_type]
+        self.decode_val: Callable[[Any], Any] = (
+            _decode_json if layout.value_type == "json" else _identity
+        )
+        self._arity = len(layout.key_fields)
+
+    # -- values ---------------------------------------------------------------------------
+    def encode(self, value: Any) -> tuple[Any, Any, Any]:
+        """Return ``(txid, val, prev)`` for a stored value of this table's state type.
+
+        Raises
+        ------
+        ConfigurationError
+            If ``value`` is not the value type of this state type (a wrong map over the store).
+        StateValueNotSerializableError
+            If the value cannot be stored in ``val`` (see the module docs).
+        """
+        kind = self.layout.state_type
+        enc = self.encode_val
+        if kind is StateType.TRANSACTIONAL:
+            if not isinstance(value, TransactionalValue):
+                raise self._wrong_value(value, "TransactionalValue", "TransactionalMap")
+            return value.txid, enc(value.val), None
+        if kind is StateType.OPAQUE:
+            if not isinstance(value, OpaqueValue):
+                raise self._wrong_value(value, "OpaqueValue", "OpaqueMap")
+            return value.curr_txid, enc(value.curr), enc(value.prev)
+        if isinstance(value, TransactionalValue | OpaqueValue):
+            raise self._wrong_value(value, "plain value", "NonTransactionalMap")
+        return None, enc(value), None
+
+    def decode(self, txid: Any, val: Any, prev: Any) -> Any:
+        """Return the stored value of a row (its ``txid``, ``val`` and ``prev`` columns)."""
+        kind = self.layout.state_type
+        if kind is StateType.NON_TRANSACTIONAL:
+            return self.decode_val(val)
+        if txid is None:
+            msg = (
+                f"state table {self.layout.name!r} holds {kind.value} state but a row has no "
+                f"txid; hint: the table was written as non-transactional state, use another table"
+            )
+            raise StateError(msg)
+        if kind is StateType.TRANSACTIONAL:
+            return TransactionalValue(txid, self.decode_val(val))
+        return OpaqueValue(txid, self.decode_val(val), self.decode_val(prev))
+
+    def encode_rows(self, keys: Sequence[Key], values: Sequence[Any]) -> list[Row]:
+        """Encode every pair before anything is written (so a bad value writes nothing)."""
+        rows: list[Row] = []
+        append = rows.append
+        for key, value in zip(keys, values, strict=True):
+            try:
+                append((*self.check_key(key), *self.encode(value)))
+            except StateValueNotSerializableError as exc:
+                msg = f"{exc} (key {tuple(key)!r})"
+                raise StateValueNotSerializableError(msg) from exc.__cause__
+        return rows
+
+    def check_key(self, key: Key) -> Key:
+        """Return ``key`` as a tuple, checking its arity (one value per key field)."""
+        key = tuple(key)
+        if len(key) != self._arity:
+            msg = (
+                f"state table {self.layout.name!r}: key {key!r} has {len(key)} values but the "
+                f"table has {self._arity} key fields {list(self.layout.key_fields)}; hint: a "
+                f"key is the tuple of the group-by fields' values"
+            )
+            raise ConfigurationError(msg)
+        return key
+
+    # -- helpers --------------------------------------------------------------------------
+    def _not_serializable(self, value: Any, why: str) -> StateValueNotSerializableError:
+        msg = (
+            f"state table {self.layout.name!r}: cannot store {type(value).__name__} value "
+            f"{_short(value)} in a {self.layout.value_type} column ({why}); nothing was written"
+        )
+        return StateValueNotSerializableError(msg)
+
+    def _encode_json(self, value: Any) -> str | None:
+        if value is None:
+            return None
+        try:
+            return _dumps(value)
+        except (TypeError, ValueError) as exc:
+            why = f"{exc}; hint: store JSON types (dict, list, str, int, float, bool, None)"
+            raise self._not_serializable(value, why) from exc
+
+    def _encode_bigint(self, value: Any) -> int | None:
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise self._not_serializable(value, "hint: use int values or value_type='double'")
+        return int(value)
+
+    def _encode_double(self, value: Any) -> float | None:
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise self._not_serializable(value, "hint: use int or float values")
+        return float(value)
+
+    def _wrong_value(self, value: Any, expected: str, map_name: str) -> ConfigurationError:
+        msg = (
+            f"state table {self.layout.name!r} holds {self.layout.state_type.value} state: "
+            f"expected a {expected}, got {type(value).__name__} {_short(value)}; hint: put the "
+            f"store under a {map_name}, or use a table of the matching state type"
+        )
+        return ConfigurationError(msg)
+
+
+def _identity(value: Any) -> Any:
+    return value
+
+
+def _decode_json(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."

@@ -1,0 +1,162 @@
+"""``sql_state(...)``: a state factory whose map states live in one SQL table.
+
+Making the factory validates the options and does no I/O (it is safe in a DAG file, parsed often);
+the table is created by the first :meth:`SqlMapStateFactory.make_state`. Every state made by
+factories with the same URL shares one engine (one connection pool).
+
+Examples
+--------
+>>> from airflow_trident.state.combine import CombineOp
+>>> factory = sql_state("sqlite://", "doc_counts", "transactional", value_type="bigint")
+>>> counts = factory.make_state()
+>>> counts.begin_commit(1)
+>>> counts.multi_combine([("man",), ("dog",)], [2, 1], CombineOp.SUM)
+>>> counts.commit(1)
+>>> counts.multi_get([("man",), ("dog",), ("cat",)])
+[2, 1, None]
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+
+import sqlalchemy as sa
+
+from airflow_trident.errors import ConfigurationError
+from airflow_trident.state.base import StateType
+from airflow_trident.state.map.backing import BackingMap
+from airflow_trident.state.map.base import RuleMap
+from airflow_trident.state.map.cached import CachedMap
+from airflow_trident.state.map.non_transactional import NonTransactionalMap
+from airflow_trident.state.map.opaque import OpaqueMap
+from airflow_trident.state.map.transactional import TransactionalMap
+from airflow_trident.state.sql.engine import describe_url, resolve_engine
+from airflow_trident.state.sql.schema import ensure_table
+from airflow_trident.state.sql.store import COPY_THRESHOLD, SqlBackingMap
+from airflow_trident.state.sql.table import TableLayout
+
+__all__ = ["SqlMapStateFactory", "sql_state"]
+
+_MAPS: dict[StateType, type[RuleMap]] = {
+    StateType.TRANSACTIONAL: TransactionalMap,
+    StateType.OPAQUE: OpaqueMap,
+    StateType.NON_TRANSACTIONAL: NonTransactionalMap,
+}
+
+
+class SqlMapStateFactory:
+    """Makes the map state of one partition over a :class:`SqlBackingMap`.
+
+    ``make_state`` returns a ``TransactionalMap``, ``OpaqueMap`` or ``NonTransactionalMap`` (by
+    ``state_type``) over a new store on the shared engine, behind a ``CachedMap`` of
+    ``cache_size`` entries when ``cache_size > 0``. All partitions share the table.
+
+    Examples
+    --------
+    >>> factory = SqlMapStateFactory("sqlite://", "doc_totals", "opaque", cache_size=100)
+    >>> state = factory.make_state(partition_index=0, num_partitions=2)
+    >>> type(state).__name__, type(state.backing).__name__
+    ('OpaqueMap', 'CachedMap')
+    """
+
+    def __init__(
+        self,
+        url_or_engine: str | sa.URL | sa.Engine,
+        table: str,
+        state_type: StateType | str,
+        *,
+        key_fields: Sequence[str] = ("key",),
+        key_types: Mapping[str, type] | None = None,
+        value_type: str = "json",
+        cache_size: int = 0,
+        create: bool = True,
+        copy_threshold: int = COPY_THRESHOLD,
+    ) -> None:
+        self.layout = TableLayout.build(
+            table,
+            state_type=state_type,
+            key_fields=key_fields,
+            key_types=key_types,
+            value_type=value_type,
+        )
+        if cache_size < 0:
+            msg = f"state table {table!r}: cache_size must be >= 0, got {cache_size}"
+            raise ConfigurationError(msg)
+        self._target = url_or_engine
+        self.cache_size = cache_size
+        self._create = create
+        self._copy_threshold = copy_threshold
+        self._created = False
+        self._lock = threading.Lock()
+
+    def __getstate__(self) -> dict[str, object]:
+        """Picklable (given a URL, not an engine): the lock is not carried over."""
+        state = dict(self.__dict__)
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    @property
+    def state_type(self) -> StateType:
+        """The rule of the states made."""
+        return self.layout.state_type
+
+    def __repr__(self) -> str:
+        return (
+            f"SqlMapStateFactory({describe_url(self._target)!r}, {self.layout.name!r}, "
+            f"{self.state_type.value!r}, cache_size={self.cache_size})"
+        )
+
+    def make_state(self, partition_index: int = 0, num_partitions: int = 1) -> RuleMap:
+        """The map state of partition ``partition_index`` of ``num_partitions``.
+
+        Raises
+        ------
+        StateStoreUnavailableError
+            If the table must be created and the database cannot be reached.
+        """
+        if not 0 <= partition_index < num_partitions:
+            msg = (
+                f"state table {self.layout.name!r}: partition {partition_index} of "
+                f"{num_partitions} does not exist; hint: 0 <= partition_index < num_partitions"
+            )
+            raise ConfigurationError(msg)
+        engine = resolve_engine(self._target)
+        with self._lock:
+            if self._create and not self._created:
+                ensure_table(engine, self.layout)
+                self._created = True
+        store: BackingMap = SqlBackingMap.from_layout(
+            engine, self.layout, copy_threshold=self._copy_threshold
+        )
+        if self.cache_size > 0:
+            store = CachedMap(store, max_size=self.cache_size)
+        return _MAPS[self.state_type](store, name=self.layout.name)
+
+
+def sql_state(
+    url_or_engine: str | sa.URL | sa.Engine,
+    table: str,
+    state_type: StateType | str,
+    *,
+    key_fields: Sequence[str] = ("key",),
+    key_types: Mapping[str, type] | None = None,
+    value_type: str = "json",
+    cache_size: int = 0,
+    create: bool = True,
+) -> SqlMapStateFactory:
+    """A state factory over the SQL table ``table`` (see :class:`SqlMapStateFactory`)."""
+    return SqlMapStateFactory(
+        url_or_engine,
+        table,
+        state_type,
+        key_fields=key_fields,
+        key_types=key_types,
+        value_type=value_type,
+        cache_size=cache_size,
+        create=create,
+    )

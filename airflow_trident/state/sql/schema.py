@@ -1,0 +1,71 @@
+"""Creating a state table, and checking that an existing one has the expected columns.
+
+Examples
+--------
+>>> import sqlalchemy as sa
+>>> from airflow_trident.state.sql.table import TableLayout
+>>> engine = sa.create_engine("sqlite://")
+>>> ensure_table(engine, TableLayout.build("counts", state_type="opaque"))
+>>> ensure_table(engine, TableLayout.build("counts", state_type="opaque", key_fields=("word",)))
+Traceback (most recent call last):
+...
+airflow_trident.errors.ConfigurationError: state table 'counts' exists with columns key text, ...
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+
+from airflow_trident.errors import ConfigurationError
+from airflow_trident.state.sql.engine import connect, translate_errors
+from airflow_trident.state.sql.table import TableLayout
+
+__all__ = ["ensure_table"]
+
+
+def ensure_table(engine: sa.Engine, layout: TableLayout) -> None:
+    """``CREATE TABLE IF NOT EXISTS``, then check the table's columns and their kinds.
+
+    Raises
+    ------
+    StateStoreUnavailableError
+        If the database cannot be reached.
+    ConfigurationError
+        If the table exists with other columns (other key fields, say) or column kinds (a json
+        table opened as bigint, say).
+    """
+    what = "create table"
+    with connect(engine, layout.name, what) as conn, translate_errors(engine, layout.name, what):
+        try:
+            with conn.begin():
+                conn.execute(sa.schema.CreateTable(layout.table, if_not_exists=True))
+        except sa.exc.IntegrityError:
+            # Two processes created it at once (PostgreSQL's catalog race): it exists now.
+            pass
+        with conn.begin():
+            found = {c["name"]: _kind(c["type"]) for c in sa.inspect(conn).get_columns(layout.name)}
+    expected = {c.name: _kind(c.type) for c in layout.table.columns}
+    if found != expected:
+        msg = (
+            f"state table {layout.name!r} exists with columns {_show(found)}, expected "
+            f"{_show(expected)}; hint: use the key_fields, key_types and value_type the table was "
+            f"created with, or another table name"
+        )
+        raise ConfigurationError(msg)
+
+
+def _kind(column_type: Any) -> str:
+    """A column type's family, as the database reports it back."""
+    if isinstance(column_type, sa.Integer):
+        return "integer"
+    if isinstance(column_type, sa.Float | sa.Double | sa.Numeric):
+        return "number"
+    if isinstance(column_type, sa.String):
+        return "text"
+    return str(column_type).lower()
+
+
+def _show(columns: dict[str, str]) -> str:
+    return ", ".join(f"{name} {kind}" for name, kind in columns.items())
