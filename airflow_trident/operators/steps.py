@@ -13,6 +13,7 @@ from airflow_trident.coordination.store import CoordinatorStore
 from airflow_trident.errors import ConfigurationError
 from airflow_trident.hooks.state_store import StateStoreHook
 from airflow_trident.hooks.zookeeper import ZooKeeperHook
+from airflow_trident.runtime.ledger import CommitLedger
 from airflow_trident.runtime.reference import load_topology
 from airflow_trident.runtime.staging import StagingArea
 from airflow_trident.runtime.steps import BatchSteps
@@ -43,7 +44,8 @@ def open_steps(
     """The batch steps of the topology ``module:attribute``, connected to ZooKeeper.
 
     With ``state_conn_id``, the topology's states read their database URL from that connection
-    (through ``TRIDENT_STATE_URL``, set only while the steps run).
+    (through ``TRIDENT_STATE_URL``, set only while the steps run); committed batches are recorded
+    in that database's ``trident_commit_ledger`` table.
     """
     loaded = load_topology(topology)
     url = state_url_from(state_conn_id)
@@ -53,9 +55,14 @@ def open_steps(
         store = CoordinatorStore(hook.get_conn(), CoordinatorPaths(config.root, loaded.name))
         if url is not None:
             os.environ[STATE_URL_ENV] = url
+        ledger_url = url or os.environ.get(STATE_URL_ENV)
         try:
             yield BatchSteps(
-                loaded, store, StagingArea(staging_root, loaded.name), keep_txids=keep_txids
+                loaded,
+                store,
+                StagingArea(staging_root, loaded.name),
+                keep_txids=keep_txids,
+                ledger=CommitLedger(ledger_url) if ledger_url else None,
             )
         finally:
             if url is not None:

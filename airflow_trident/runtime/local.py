@@ -274,8 +274,9 @@ def _map(op: MapNode, rows: list[Row], fields: Fields, txid: int) -> list[Row]:
 
 
 def _persist_rows(op: PersistSink, rows: list[Row], fields: Fields) -> list[Row]:
-    if op.kind == "combine":
-        return rows  # already group fields + combined value
+    if op.kind == "combine":  # partials of every partition: one combined value per group
+        parts = op.node.parts
+        return combine_partials(rows, parts, len(op.node.group_fields), emit_empty=False)
     index = [fields.index(f) for f in op.fields]
     return [tuple(r[i] for i in index) for r in rows]
 

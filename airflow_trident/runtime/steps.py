@@ -25,6 +25,7 @@ from airflow_trident.coordination.store import CoordinatorStore
 from airflow_trident.errors import BatchIncompleteError, BatchNotReadyError
 from airflow_trident.graph import SpoutNode
 from airflow_trident.runtime.commit import StateCommitter
+from airflow_trident.runtime.ledger import CommitLedger
 from airflow_trident.runtime.local import LocalBatchProcessor, emit_partitions, run_commit_phase
 from airflow_trident.runtime.result import Partitions
 from airflow_trident.runtime.staging import StagingArea
@@ -53,6 +54,8 @@ class BatchSteps:
         Where processed batches are staged for their commit.
     keep_txids:
         How many recent txids keep their metadata and staging.
+    ledger:
+        Where committed batches are recorded (the state database), if anywhere.
     """
 
     def __init__(
@@ -62,8 +65,10 @@ class BatchSteps:
         staging: StagingArea,
         *,
         keep_txids: int = 16,
+        ledger: CommitLedger | None = None,
     ) -> None:
         self.topology = topology
+        self.ledger = ledger
         self.store = store
         self.staging = staging
         self.keep_txids = keep_txids
@@ -182,6 +187,7 @@ class BatchSteps:
             run_commit_phase(LocalBatchProcessor(self.topology), txid, new_values)
         keys = {name: sum(len(p) for p in s.partitions) for name, s in staged.items()}
         summary = {
+            "topology": self.topology.name,
             "txid": txid,
             "attempt_id": plan.attempt.attempt_id,
             "applied": outcome.applied,
@@ -190,6 +196,8 @@ class BatchSteps:
             "keys_written": keys,
             "metas": dict(plan.metas),
         }
+        if outcome.applied and self.ledger is not None:
+            self.ledger.record(summary)
         log.info("txid %d committed: %s", txid, summary)
         return summary
 

@@ -394,3 +394,16 @@ def test_building_runs_nothing_and_plan_ids_are_stable() -> None:
         return build_plan(t).describe()
 
     assert build() == build()
+
+
+def test_persistent_aggregate_stages_one_combined_row_per_group() -> None:
+    # Given partials from two source partitions
+    t, _ = word_count("wc_rows")
+    processor = LocalBatchProcessor(t)
+    result = processor.process(1, {"sentences": {"p0": [("a b a",)], "p1": [("d a",)]}})
+    # Then each word is staged once, with its whole-batch count
+    assert sorted(r for p in result.staged["counts"].partitions for r in p) == [
+        ("a", 3),
+        ("b", 1),
+        ("d", 1),
+    ]

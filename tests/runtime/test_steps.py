@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 from airflow_trident.coordination.store import CoordinatorStore
 from airflow_trident.errors import BatchIncompleteError, CommitOrderError
 from airflow_trident.operation import Count, Split
+from airflow_trident.runtime.ledger import CommitLedger
 from airflow_trident.runtime.staging import StagingArea
 from airflow_trident.runtime.steps import BatchSteps
 from airflow_trident.spout.memory import MemoryOpaqueSpout, MemoryTransactionalSpout
@@ -42,7 +44,12 @@ def steps(zk_store: CoordinatorStore, tmp_path: Path) -> BatchSteps:
         .group_by(["word"])
         .persistent_aggregate(factory, Count(), ["count"], name="counts")
     )
-    return BatchSteps(topology, zk_store, StagingArea(str(tmp_path / "staging"), topology.name))
+    return BatchSteps(
+        topology,
+        zk_store,
+        StagingArea(str(tmp_path / "staging"), topology.name),
+        ledger=CommitLedger(f"sqlite:///{tmp_path}/state.db"),
+    )
 
 
 def counts(steps: BatchSteps) -> dict[str, int]:
@@ -62,6 +69,11 @@ def run(steps: BatchSteps, run_id: str) -> int:
 def test_three_runs_count_every_word_once(steps: BatchSteps) -> None:
     assert [run(steps, f"r{i}") for i in (1, 2, 3)] == [1, 2, 3]
     assert counts(steps) == TOTAL
+    # and the ledger lists each commit once, with its records and keys written
+    assert steps.ledger is not None
+    rows = steps.ledger.rows(steps.topology.name)
+    assert [(r["txid"], r["records_in"]) for r in rows] == [(1, 2), (2, 2), (3, 2)]
+    assert json.loads(rows[0]["keys_written"]) == {"counts": 3}
 
 
 def test_retried_process_uses_the_new_attempt_and_keeps_counts(steps: BatchSteps) -> None:
