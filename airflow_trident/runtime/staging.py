@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import pickle
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -60,14 +61,21 @@ def rows_to_table(fields: Fields, rows: Sequence[tuple[Any, ...]]) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
-def table_to_rows(table: pa.Table, fields: Fields) -> list[tuple[Any, ...]]:
-    """Invert :func:`rows_to_table` (columns taken in ``fields`` order)."""
+def table_to_rows(
+    table: pa.Table, fields: Fields, pickled: Sequence[str] = ()
+) -> list[tuple[Any, ...]]:
+    """Invert :func:`rows_to_table` (columns taken in ``fields`` order); ``pickled`` columns
+    (written by the Spark runtime for values Arrow cannot type) are unpickled."""
     meta = table.schema.metadata or {}
     json_columns = set(json.loads(meta.get(_JSON_META, b"[]")))
     columns = []
     for name in fields:
-        values = table.column(name).to_pylist()
-        columns.append([json.loads(v) for v in values] if name in json_columns else values)
+        values = table.column(name).to_pylist(maps_as_pydicts="strict")
+        if name in json_columns:
+            values = [json.loads(v) for v in values]
+        elif name in pickled:
+            values = [None if v is None else pickle.loads(v) for v in values]
+        columns.append(values)
     return list(zip(*columns, strict=True)) if columns else []
 
 
@@ -197,7 +205,7 @@ class StagingArea:
                         f"incomplete and will not be committed"
                     )
                     raise BatchIncompleteError(msg)
-                partitions.append(table_to_rows(table, fields))
+                partitions.append(table_to_rows(table, fields, entry.get("pickled", ())))
             staged[name] = StagedState(name, entry["kind"], fields, partitions)
         return manifest, staged
 
