@@ -1,0 +1,176 @@
+"""A stage's tuples on Spark (:class:`Frame`) and the Arrow/Spark schema of Python steps.
+
+A frame pairs the DataFrame with what Spark cannot know: the stage's fields (the DataFrame only
+holds those still read: see ``liveness``), which columns are pickled, whether its partitions are
+the batch's partitions, and a *sample*: the local runtime's rows for the first tuples of each
+source partition, computed on the driver alongside. The sample gives Python steps their output
+types (Arrow inference, or an operation's ``output_types``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql import DataFrame
+from pyspark.sql import types as T
+from pyspark.sql.pandas.types import from_arrow_type, to_arrow_type
+
+from airflow_trident.errors import ConfigurationError
+from airflow_trident.graph import (
+    AggPart,
+    AggregateNode,
+    EachNode,
+    MapNode,
+    PersistNode,
+    StateQueryNode,
+)
+from airflow_trident.planner.plan import FinalAgg, Op, PartialAgg
+from airflow_trident.runtime.result import Partitions
+from airflow_trident.runtime.spark.columns import PICKLED, infer_type
+from airflow_trident.runtime.spark.compile import ROW
+from airflow_trident.tuple import Fields
+
+__all__ = ["Frame", "OutputSchema", "PendingAgg", "output_schema", "produced_fields"]
+
+
+@dataclass(frozen=True)
+class PendingAgg:
+    """A built-in partial aggregation left to Spark's ``groupBy`` in the next stage."""
+
+    node: AggregateNode | PersistNode
+    pre: Frame
+
+
+@dataclass
+class Frame:
+    """A stage's tuples on Spark (see module doc)."""
+
+    df: DataFrame
+    fields: Fields
+    columns: tuple[str, ...]
+    sample: Partitions
+    pickled: frozenset[str] = frozenset()
+    exact: bool = False
+    nparts: int = 1
+    sentinel: bool = False
+    pending: PendingAgg | None = None
+    known_types: dict[str, T.DataType] | None = field(default=None, repr=False)
+
+    def types(self) -> dict[str, T.DataType]:
+        """Spark types of the columns (asks Spark once, unless known already)."""
+        if self.known_types is None:
+            self.known_types = {f.name: f.dataType for f in self.df.schema.fields}
+        return self.known_types
+
+    def but(self, **changes: Any) -> Frame:
+        """A copy with ``changes`` (Spark types are asked again when the DataFrame changed,
+        unless given as ``known_types``)."""
+        if "df" in changes:
+            changes.setdefault("known_types", None)
+        return replace(self, **changes)
+
+
+def produced_fields(op: Op) -> set[str]:
+    """Fields whose values ``op`` computes (the others pass through unchanged)."""
+    if isinstance(op, EachNode | StateQueryNode):
+        return set(op.function_fields)
+    if isinstance(op, MapNode):
+        return set(op.fields)
+    if isinstance(op, AggregateNode):
+        return set(op.fields) - set(op.group_fields)
+    if isinstance(op, PartialAgg | FinalAgg):
+        return set(op.fields) - set(op.node.group_fields)
+    return set()
+
+
+def _pins(op: Op) -> dict[str, pa.DataType]:
+    """Output types the operations of ``op`` declare (``output_types``)."""
+    declared: list[tuple[Any, dict[str, str]]] = []
+    if isinstance(op, EachNode | MapNode | StateQueryNode):
+        declared.append((op.function, {}))
+    parts: tuple[AggPart, ...] = ()
+    if isinstance(op, AggregateNode):
+        parts = op.parts
+    elif isinstance(op, PartialAgg | FinalAgg):
+        parts = op.node.parts
+    for i, part in enumerate(parts):
+        rename = {part.output_fields[0]: f"_partial_{i}"} if isinstance(op, PartialAgg) else {}
+        declared.append((part.aggregator, rename))
+    pins: dict[str, pa.DataType] = {}
+    for operation, rename in declared:
+        types: Mapping[str, Any] = getattr(operation, "output_types", None) or {}
+        for name, type_ in types.items():
+            if not isinstance(type_, pa.DataType):
+                msg = (
+                    f"step {op.id!r}: output_types[{name!r}] is {type_!r}, not a "
+                    f"pyarrow.DataType (e.g. pyarrow.int64())"
+                )
+                raise ConfigurationError(msg)
+            pins[rename.get(name, name)] = type_
+    return pins
+
+
+@dataclass(frozen=True)
+class OutputSchema:
+    """The output columns of Python steps: Spark schema, Arrow schema, pickled columns."""
+
+    spark: T.StructType
+    arrow: pa.Schema
+    pickled: frozenset[str]
+
+
+def output_schema(
+    ops: Sequence[Op],
+    columns: Sequence[str],
+    frame: Frame,
+    sample: Partitions,
+    timezone: Callable[[], str],
+) -> OutputSchema:
+    """Types of ``columns`` after ``ops`` ran on ``frame``: passed-through columns keep theirs;
+    computed ones are declared (``output_types``) or inferred from ``sample`` (all ``None``:
+    string; not typable by Arrow: pickled binary)."""
+    produced: set[str] = set()
+    pins: dict[str, pa.DataType] = {}
+    for op in ops:
+        produced |= produced_fields(op)
+        pins.update(_pins(op))
+    out_fields = ops[-1].fields
+    spark_fields = []
+    pickled = set()
+    for name in columns:
+        if name in produced:
+            i = out_fields.index(name)
+            found = pins.get(name) or infer_type(r[i] for part in sample for r in part)
+            if isinstance(found, type(PICKLED)):
+                pickled.add(name)
+                dtype: T.DataType = T.BinaryType()
+            else:
+                dtype = from_arrow_type(found or pa.string())
+        else:
+            dtype = frame.types()[name]
+            if name in frame.pickled:
+                pickled.add(name)
+        spark_fields.append(T.StructField(name, dtype, nullable=True))
+    if not spark_fields:
+        spark_fields.append(T.StructField(ROW, T.BooleanType(), nullable=True))
+    spark = T.StructType(spark_fields)
+    tz = timezone() if any(_has_timestamp(f.dataType) for f in spark_fields) else None
+    arrow = pa.schema(
+        [pa.field(f.name, to_arrow_type(f.dataType, timezone=tz)) for f in spark_fields]
+    )
+    return OutputSchema(spark, arrow, frozenset(pickled))
+
+
+def _has_timestamp(dtype: T.DataType) -> bool:
+    if isinstance(dtype, T.TimestampType):
+        return True
+    if isinstance(dtype, T.ArrayType):
+        return _has_timestamp(dtype.elementType)
+    if isinstance(dtype, T.MapType):
+        return _has_timestamp(dtype.keyType) or _has_timestamp(dtype.valueType)
+    if isinstance(dtype, T.StructType):
+        return any(_has_timestamp(f.dataType) for f in dtype.fields)
+    return False

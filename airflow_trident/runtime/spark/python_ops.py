@@ -1,0 +1,369 @@
+"""User Python operations on Spark: a run of fused steps as one ``mapInArrow`` function.
+
+The function runs in Spark's Python workers. It turns each Arrow batch into row tuples, runs the
+steps with the local runtime's own code (:class:`~airflow_trident.runtime.local.
+LocalBatchProcessor` on a one-step plan), and turns the rows back into an Arrow batch. ``each``
+and filters take a faster loop with the same semantics; when it meets a failing record, that
+record is re-run through the local runtime so the error is the local runtime's, word for word.
+
+A failure crosses the Spark worker boundary inside a marker (:func:`failure_text`); the driver
+finds it in Spark's exception and raises the same error (:func:`batch_failure`).
+
+>>> text = failure_text(BatchFailedError("step 'x' failed in batch txid 3"))
+>>> err = batch_failure(RuntimeError(f"Traceback...\\n{text}\\n at org.apache..."), 3)
+>>> type(err).__name__, str(err)
+('BatchFailedError', "step 'x' failed in batch txid 3")
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import gc
+import operator
+import re
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from airflow_trident import errors
+from airflow_trident.errors import BatchFailedError, TridentError
+from airflow_trident.graph import EachNode, FilterNode, PersistNode, SpoutNode
+from airflow_trident.planner.plan import ExecutionPlan, Op, Stage
+from airflow_trident.runtime.commit import query_state
+from airflow_trident.runtime.local import LocalBatchProcessor
+from airflow_trident.runtime.reference import load_topology
+from airflow_trident.runtime.result import Partitions
+from airflow_trident.runtime.spark.columns import (
+    ColumnConversionError,
+    rows_from_batch,
+    rows_to_batch,
+)
+from airflow_trident.topology import TridentTopology
+from airflow_trident.tuple import Fields, TridentCollector, TridentTuple
+
+__all__ = [
+    "SENTINEL",
+    "LocalStep",
+    "PythonSegment",
+    "StateResolver",
+    "batch_failure",
+    "failure_text",
+]
+
+Row = tuple[Any, ...]
+Step = Callable[[list[Row]], list[Row]]
+
+SENTINEL = "__trident_sentinel__"
+_SOURCE = "__trident_in__"
+_TAG = "trident-batch-failed"
+_FAILURE = re.compile(rf"<{_TAG} type=(\w+)>(.*?)</{_TAG}>", re.DOTALL)
+_BATCH_ROWS = 65536
+
+
+def failure_text(exc: TridentError) -> str:
+    """``exc`` wrapped in a marker that survives Spark's exception wrapping."""
+    return f"<{_TAG} type={type(exc).__name__}>{exc}</{_TAG}>"
+
+
+def batch_failure(exc: BaseException, txid: int) -> TridentError:
+    """The error to raise on the driver for a Spark failure ``exc`` of batch ``txid``: the
+    worker's own error when it carried one, else a :class:`BatchFailedError`."""
+    found = _FAILURE.search(str(exc))
+    if found is not None:
+        cls = getattr(errors, found.group(1), None)
+        if not (isinstance(cls, type) and issubclass(cls, TridentError)):
+            cls = BatchFailedError
+        return cls(found.group(2))
+    first = next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+    msg = (
+        f"Spark failed processing batch txid {txid}: {first[:500]}; the batch is not "
+        f"committed and will be replayed"
+    )
+    return BatchFailedError(msg)
+
+
+class _WorkerFailure(Exception):
+    """Raised in a Python worker; its message carries the marked error."""
+
+
+@functools.lru_cache(maxsize=8)
+def _topology(reference: str) -> TridentTopology:
+    return load_topology(reference)
+
+
+@dataclass(frozen=True)
+class StateResolver:
+    """Opens the states that ``state_query`` steps read, in a Spark worker: from the topology
+    imported by ``reference`` (``module:attribute``) when given, else from pickled persist steps.
+
+    In-memory states live in one process: a worker sees an empty one. Query SQL states.
+    """
+
+    topology: str
+    persists: tuple[PersistNode, ...] = ()
+    reference: str | None = None
+
+    def __call__(self, name: str) -> Any:
+        if self.reference is not None:
+            return query_state(_topology(self.reference), name)
+        t = TridentTopology(self.topology)
+        for node in self.persists:
+            step = t.add_node(functools.partial(_orphan, node), kind="persist", name=node.id)
+            t.register_state(node.state, step.id)
+        return query_state(t, name)
+
+
+def _orphan(node: PersistNode, step: str) -> PersistNode:
+    """``node`` without its upstream steps (the workers' topology holds only persist steps)."""
+    return dataclasses.replace(node, id=step, parents=())
+
+
+class LocalStep:
+    """One op run by the local runtime on a partition's rows."""
+
+    def __init__(self, op: Op, in_fields: Fields, txid: int, states: Callable[[str], Any]) -> None:
+        self.txid = txid
+        source = SpoutNode(_SOURCE, (), in_fields)
+        stage = Stage("op", source, (), (op,), None, "process", in_fields)
+        name = "spark_segment"
+        self._processor = LocalBatchProcessor(
+            TridentTopology(name), ExecutionPlan(name, (stage,)), states=states
+        )
+
+    def partitions(self, parts: Partitions) -> Partitions:
+        """Run the op on every partition of ``parts``."""
+        sources = {f"{i:08d}": rows for i, rows in enumerate(parts)}
+        return self._processor.process(self.txid, {_SOURCE: sources}).outputs["op"]
+
+    def __call__(self, rows: list[Row]) -> list[Row]:
+        return self.partitions([rows])[0]
+
+
+def _unexpected(op: Op, txid: int, row: Row, exc: BaseException) -> BatchFailedError:
+    msg = (
+        f"step {op.id!r} failed in batch txid {txid} on record {repr(row)[:200]}: "
+        f"{type(exc).__name__}: {exc}; the batch is not committed and will be replayed"
+    )
+    return BatchFailedError(msg)
+
+
+def _view(index: Sequence[int]) -> Callable[[Row], tuple[Any, ...]]:
+    if len(index) == 1:
+        (only,) = index
+        return lambda r: (r[only],)
+    if not index:
+        return lambda r: ()
+    getter = operator.itemgetter(*index)
+    return lambda r: getter(r)
+
+
+def _fast_each(op: EachNode, in_fields: Fields, txid: int, local: LocalStep) -> Step:
+    """``each`` with one collector per partition (same rows and errors as the local loop)."""
+    view = _view([in_fields.index(f) for f in op.input_fields])
+    width = len(op.function_fields)
+    names = op.input_fields
+    execute = op.function.execute
+
+    index = [in_fields.index(f) for f in op.input_fields]
+    single = index[0] if len(index) == 1 else -1
+
+    def run(rows: list[Row]) -> list[Row]:
+        out: list[Row] = []
+        append = out.append
+        collector = TridentCollector()
+        emitted = collector.rows
+        row: Row = ()
+        try:
+            for row in rows:
+                values = (row[single],) if single >= 0 else view(row)
+                execute(TridentTuple(values, names), collector)
+                if emitted:
+                    for new in emitted:
+                        if len(new) != width:
+                            raise ValueError(new)
+                        append(row + new)
+                    emitted.clear()
+        except Exception as exc:
+            local([row])  # raises the local runtime's error for this record
+            raise _unexpected(op, txid, row, exc) from exc
+        return out
+
+    return run
+
+
+def _fast_filter(op: FilterNode, in_fields: Fields, txid: int, local: LocalStep) -> Step:
+    view = _view([in_fields.index(f) for f in op.input_fields])
+    names = op.input_fields
+    keep = op.filter.is_keep
+
+    def run(rows: list[Row]) -> list[Row]:
+        kept: list[Row] = []
+        row: Row = ()
+        try:
+            for row in rows:
+                if keep(TridentTuple(view(row), names)):
+                    kept.append(row)
+        except Exception as exc:
+            local([row])
+            raise _unexpected(op, txid, row, exc) from exc
+        return kept
+
+    return run
+
+
+@dataclass(frozen=True)
+class PythonSegment:
+    """The ``mapInArrow`` function of fused Python steps (pickled to the workers).
+
+    ``fields`` are the input rows' fields, ``in_fields`` each op's input fields, ``out_fields``
+    the output rows' (with no ops: a pass that only re-encodes columns, e.g. pickles them).
+    ``whole``: the steps need a partition at once (aggregations); else batches stream.
+    ``sentinel``: input batches carry :data:`SENTINEL` rows that only make sure the function
+    runs for every partition (Spark skips empty ones); they are dropped first.
+    """
+
+    txid: int
+    ops: tuple[Op, ...]
+    in_fields: tuple[Fields, ...]
+    fields: Fields
+    out_fields: Fields
+    out_schema: pa.Schema
+    pickled_in: frozenset[str] = frozenset()
+    pickled_out: frozenset[str] = frozenset()
+    whole: bool = False
+    sentinel: bool = False
+    states: StateResolver = field(default_factory=lambda: StateResolver("spark_segment"))
+
+    @property
+    def step_ids(self) -> str:
+        """The steps, for messages."""
+        return ", ".join(repr(op.id) for op in self.ops) or "(re-encoding)"
+
+    def steps(self) -> list[Step]:
+        """The per-partition functions of the ops, in order."""
+        steps: list[Step] = []
+        for op, fields in zip(self.ops, self.in_fields, strict=True):
+            local = LocalStep(op, fields, self.txid, self.states)
+            if isinstance(op, EachNode):
+                steps.append(_fast_each(op, fields, self.txid, local))
+            elif isinstance(op, FilterNode):
+                steps.append(_fast_filter(op, fields, self.txid, local))
+            else:
+                steps.append(local)
+        return steps
+
+    def run_rows(self, rows: list[Row], steps: Sequence[Step]) -> list[Row]:
+        """Run every step on one partition's (or batch's) rows."""
+        for step in steps:
+            rows = step(rows)
+        return rows
+
+    def _rows(self, batch: pa.RecordBatch) -> list[Row]:
+        if self.sentinel:
+            batch = batch.filter(pc.invert(batch.column(SENTINEL)))
+        return rows_from_batch(batch, self.fields, self.pickled_in)
+
+    def _batches(self, rows: list[Row]) -> Iterator[pa.RecordBatch]:
+        for start in range(0, len(rows), _BATCH_ROWS):
+            chunk = rows[start : start + _BATCH_ROWS]
+            try:
+                yield rows_to_batch(chunk, self.out_fields, self.out_schema, self.pickled_out)
+            except ColumnConversionError as exc:
+                msg = (
+                    f"step(s) {self.step_ids} failed in batch txid {self.txid}: {exc}; the "
+                    f"type was inferred from a sample of the batch — declare it with "
+                    f"`output_types = {{{exc.column!r}: pyarrow.<type>()}}` on the operation"
+                )
+                raise BatchFailedError(msg) from exc
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        try:
+            steps = self.steps()
+            if self.whole:
+                with _no_cyclic_gc():
+                    rows = [r for batch in batches for r in self._rows(batch)]
+                    out = list(self._batches(self.run_rows(rows, steps)))
+                yield from out
+                return
+            for batch in batches:
+                with _no_cyclic_gc():
+                    out = list(self._batches(self.run_rows(self._rows(batch), steps)))
+                yield from out
+        except TridentError as exc:
+            raise _WorkerFailure(failure_text(exc)) from None
+
+
+@contextlib.contextmanager
+def _no_cyclic_gc() -> Iterator[None]:
+    """Pause the cyclic garbage collector while a batch's rows are built and processed.
+
+    Every row makes a few tuples; the collector would scan the live rows again and again (it
+    doubled the cost of a simple function). Reference counting still frees them; cycles wait
+    for the next collection, after the batch.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def partition_targets(
+    partitioner: Callable[[Row, int], Sequence[int]], step: str, txid: int, n: int
+) -> Callable[[list[Row]], list[tuple[Row, int]]]:
+    """Each row with each partition a custom partitioner sends it to."""
+
+    def run(rows: list[Row]) -> list[tuple[Row, int]]:
+        out: list[tuple[Row, int]] = []
+        for row in rows:
+            try:
+                targets = partitioner(row, n)
+            except TridentError:
+                raise
+            except Exception as exc:
+                msg = (
+                    f"step {step!r} failed in batch txid {txid} on record {repr(row)[:200]}: "
+                    f"{type(exc).__name__}: {exc}; the batch is not committed and will be "
+                    f"replayed"
+                )
+                raise BatchFailedError(msg) from exc
+            out.extend((row, int(t)) for t in targets)
+        return out
+
+    return run
+
+
+@dataclass(frozen=True)
+class PartitionerSegment:
+    """The ``mapInArrow`` function of a custom partitioner: each row once per target, with
+    its target in ``pid_column``."""
+
+    txid: int
+    step: str
+    partitioner: Any
+    n: int
+    fields: Fields
+    schema: pa.Schema
+    pid_column: str
+    pickled: frozenset[str] = frozenset()
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        targets = partition_targets(self.partitioner, self.step, self.txid, self.n)
+        fields = (*self.fields, self.pid_column)
+        try:
+            for batch in batches:
+                with _no_cyclic_gc():
+                    pairs = targets(rows_from_batch(batch, self.fields, self.pickled))
+                    rows = [(*row, pid) for row, pid in pairs]
+                    out = rows_to_batch(rows, fields, self.schema, self.pickled) if rows else None
+                if out is not None:
+                    yield out
+        except TridentError as exc:
+            raise _WorkerFailure(failure_text(exc)) from None

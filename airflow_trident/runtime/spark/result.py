@@ -1,0 +1,139 @@
+"""What :class:`~airflow_trident.runtime.spark.SparkBatchProcessor` returns: lazy DataFrames.
+
+Nothing runs until an action; run actions through :meth:`SparkProcessResult.run` (or the
+collecting helpers) so that a failure in a user operation surfaces as the local runtime's
+:class:`~airflow_trident.errors.BatchFailedError`, naming step, txid and record.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Literal, TypeVar
+
+from pyspark.sql import DataFrame
+
+from airflow_trident.errors import TridentError
+from airflow_trident.runtime.result import ProcessResult, StagedState
+from airflow_trident.runtime.spark.columns import python_values
+from airflow_trident.runtime.spark.compile import col
+from airflow_trident.runtime.spark.python_ops import batch_failure
+from airflow_trident.tuple import Fields
+
+__all__ = ["SparkProcessResult", "SparkStagedState", "frame_rows"]
+
+R = TypeVar("R")
+
+
+def frame_rows(df: DataFrame, fields: Fields, pickled: frozenset[str]) -> list[tuple[Any, ...]]:
+    """The rows of ``df`` as tuples of ``fields`` (pickled columns unpickled); an action."""
+    table = df.select(*[col(f) for f in fields]).toArrow() if fields else df.toArrow()
+    if not fields:
+        return [()] * table.num_rows
+    columns = []
+    for name in fields:
+        values = python_values(table.column(name))
+        if name in pickled:
+            values = [None if v is None else pickle.loads(v) for v in values]
+        columns.append(values)
+    return list(zip(*columns, strict=True))
+
+
+@dataclass(frozen=True)
+class SparkStagedState:
+    """Rows staged for one state's commit, as a DataFrame (see ``PersistSink``).
+
+    ``combine``: group fields + one combined value per group, one row per group. ``pickled``
+    names columns holding pickled Python values (Arrow could not type them).
+    """
+
+    state: str
+    kind: Literal["combine", "reduce", "update"]
+    fields: Fields
+    frame: DataFrame
+    pickled: frozenset[str] = frozenset()
+
+
+@dataclass
+class SparkProcessResult:
+    """Staged states, stage outputs and emitted counts of one batch on Spark.
+
+    Use it as a context manager (or call :meth:`close`): stage outputs read by several stages
+    are cached until then.
+    """
+
+    txid: int
+    staged: dict[str, SparkStagedState] = field(default_factory=dict)
+    producers: dict[str, Callable[[], DataFrame]] = field(default_factory=dict)
+    emitted: dict[str, dict[str, int]] = field(default_factory=dict)
+    output_fields: dict[str, Fields] = field(default_factory=dict)
+    output_pickled: dict[str, frozenset[str]] = field(default_factory=dict)
+    cached: list[DataFrame] = field(default_factory=list)
+
+    @property
+    def records_in(self) -> int:
+        """Tuples the spouts emitted."""
+        return sum(sum(p.values()) for p in self.emitted.values())
+
+    @property
+    def stages(self) -> list[str]:
+        """The stages run, upstream first."""
+        return list(self.producers)
+
+    def output(self, stage_id: str) -> DataFrame:
+        """The output DataFrame of stage ``stage_id`` (its fields later steps read; every field
+        for a last stage or one asked for with ``process(..., outputs=...)``)."""
+        return self.producers[stage_id]()
+
+    def frames(self) -> dict[str, tuple[str, Fields, DataFrame]]:
+        """``(kind, fields, DataFrame)`` of each staged state (see :class:`SparkStagedState`
+        for pickled columns)."""
+        return {name: (s.kind, s.fields, s.frame) for name, s in self.staged.items()}
+
+    def run(self, action: Callable[[], R]) -> R:
+        """Run a Spark action; a failure becomes the batch's error (``BatchFailedError``)."""
+        try:
+            return action()
+        except TridentError:
+            raise
+        except Exception as exc:
+            raise batch_failure(exc, self.txid) from exc
+
+    def output_rows(self, stage_id: str) -> list[tuple[Any, ...]]:
+        """The tuples stage ``stage_id`` output (an action)."""
+        df = self.output(stage_id)
+        fields = tuple(f for f in self.output_fields[stage_id] if f in df.columns)
+        return self.run(lambda: frame_rows(df, fields, self.output_pickled[stage_id]))
+
+    def collect(self, state: str) -> StagedState:
+        """State ``state``'s staged rows as one partition (an action)."""
+        s = self.staged[state]
+        rows = self.run(lambda: frame_rows(s.frame, s.fields, s.pickled))
+        return StagedState(state, s.kind, s.fields, [rows])
+
+    def to_process_result(self) -> ProcessResult:
+        """Everything staged, collected to the driver, as the local runtime returns it (for
+        :class:`~airflow_trident.runtime.commit.StateCommitter` and the staging area)."""
+        result = ProcessResult(self.txid)
+        result.staged = {name: self.collect(name) for name in self.staged}
+        result.emitted = {k: dict(v) for k, v in self.emitted.items()}
+        return result
+
+    def close(self) -> None:
+        """Release cached stage outputs."""
+        for df in self.cached:
+            df.unpersist()
+        self.cached.clear()
+
+    def __enter__(self) -> SparkProcessResult:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

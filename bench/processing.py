@@ -1,0 +1,195 @@
+"""Benchmark: the processing phase of word count on Spark, ours against hand-written PySpark.
+
+Usage::
+
+    .venv/bin/python bench/processing.py [--sentences 500000] [--runs 3] [--master local[2]]
+
+Input: ``--sentences`` sentences of 10 words (5,000,000 words by default) from a fixed
+vocabulary of 1,000 mixed-case words, emitted as row tuples in 4 source partitions (what a spout
+hands the process step). Both sides start from these rows, build the DataFrame through Arrow,
+and write the result as Parquet to a temporary directory, in the same SparkSession.
+
+* *builtin*: ours is ``SparkBatchProcessor.process`` of ``Split -> group_by(word) ->
+  persistent_aggregate(Count)`` and a Parquet write of the staged DataFrame; hand-written is
+  ``createDataFrame(arrow table) -> explode(split) -> groupBy(word).count() -> parquet``.
+* *python_function*: a user ``Function`` lower-cases each word before the count; hand-written,
+  a pandas UDF applies the same per-word Python (``[w.lower() for w in s]``). A vectorised
+  ``s.str.lower()`` UDF is timed too, for information only (no per-word Python at all).
+
+Every case is warmed up once, then ours and hand-written alternate ``--runs`` times; medians
+are compared. Printed: seconds and words/s per side, then ``ratio_builtin=``,
+``ratio_python_function=`` (ours/hand-written throughput) and, last, ``ratio=`` (the lower).
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.functions import pandas_udf
+
+from airflow_trident.operation import Count, Function, Split
+from airflow_trident.runtime.spark import SparkBatchProcessor, local_session
+from airflow_trident.spout.memory import FixedBatchSpout
+from airflow_trident.state.memory import memory_state
+from airflow_trident.topology import TridentTopology
+from airflow_trident.tuple import TridentCollector, TridentTuple
+
+Row = tuple[Any, ...]
+WORDS_PER_SENTENCE = 10
+PARTITIONS = 4
+
+
+class Lower(Function):
+    """The user's per-word Python."""
+
+    def execute(self, tuple_: TridentTuple, collector: TridentCollector) -> None:
+        collector.emit((tuple_[0].lower(),))
+
+
+def make_sources(sentences: int, seed: int = 11) -> dict[str, dict[str, list[Row]]]:
+    rng = random.Random(seed)
+    vocab = [f"{rng.choice(['w', 'W'])}ord{i:04d}" for i in range(1000)]
+    rows = [(" ".join(rng.choices(vocab, k=WORDS_PER_SENTENCE)),) for _ in range(sentences)]
+    size = -(-len(rows) // PARTITIONS)
+    parts = {f"part-{p}": rows[p * size : (p + 1) * size] for p in range(PARTITIONS)}
+    return {"sentences": parts}
+
+
+def topology(python_function: bool) -> TridentTopology:
+    t = TridentTopology("bench_word_count")
+    words = t.new_stream("sentences", FixedBatchSpout(["sentence"], 1, ("a",))).each(
+        ["sentence"], Split(), ["word"]
+    )
+    key = "word"
+    if python_function:
+        words, key = words.each(["word"], Lower(), ["lower"]), "lower"
+    words.group_by([key]).persistent_aggregate(
+        memory_state("bench_counts"), Count(), ["count"], name="counts"
+    )
+    return t
+
+
+def ours(spark: SparkSession, sources: Any, python_function: bool, out: str) -> None:
+    processor = SparkBatchProcessor(topology(python_function))
+    with processor.process(spark, 1, sources) as result:
+        frame = result.staged["counts"].frame
+        result.run(lambda: frame.write.mode("overwrite").parquet(out))
+
+
+def _lower_rows(s: pd.Series) -> pd.Series:
+    return pd.Series([w.lower() for w in s])
+
+
+def _lower_vectorised(s: pd.Series) -> pd.Series:
+    return s.str.lower()
+
+
+def handwritten(udf: Callable[[pd.Series], pd.Series] | None) -> Callable[..., None]:
+    lower = pandas_udf(udf, "string") if udf is not None else None  # type: ignore[call-overload]
+
+    def run(spark: SparkSession, sources: Any, python_function: bool, out: str) -> None:
+        rows = [r[0] for _, part in sorted(sources["sentences"].items()) for r in part]
+        df: DataFrame = spark.createDataFrame(pa.table({"sentence": pa.array(rows)}))
+        words = df.select(F.explode(F.split("sentence", r"\s+")).alias("word"))
+        words = words.where(F.col("word") != "")
+        if lower is not None:
+            words = words.select(lower("word").alias("word"))
+        words.groupBy("word").count().write.mode("overwrite").parquet(out)
+
+    return run
+
+
+def timed(fn: Callable[..., None], *args: Any) -> float:
+    start = time.perf_counter()
+    fn(*args)
+    return time.perf_counter() - start
+
+
+def compare(
+    spark: SparkSession,
+    sources: Any,
+    name: str,
+    python_function: bool,
+    base: Callable[..., None],
+    runs: int,
+    words: int,
+    tmp: str,
+) -> float:
+    out_ours, out_base = f"{tmp}/{name}_ours", f"{tmp}/{name}_base"
+    timed(ours, spark, sources, python_function, out_ours)  # warm-up
+    timed(base, spark, sources, python_function, out_base)
+    a, b = [], []
+    for _ in range(runs):
+        a.append(timed(ours, spark, sources, python_function, out_ours))
+        b.append(timed(base, spark, sources, python_function, out_base))
+    totals = [spark.read.parquet(p).agg(F.sum("count")).first()[0] for p in (out_ours, out_base)]
+    groups = [spark.read.parquet(p).count() for p in (out_ours, out_base)]
+    if totals != [words, words] or groups[0] != groups[1]:
+        raise SystemExit(f"results differ: totals {totals}, distinct words {groups}")
+    ma, mb = statistics.median(a), statistics.median(b)
+    print(
+        f"{name}: ours median {ma:.2f}s ({words / ma / 1e6:.2f}M words/s) runs "
+        f"{[round(x, 2) for x in a]}; hand-written median {mb:.2f}s "
+        f"({words / mb / 1e6:.2f}M words/s) runs {[round(x, 2) for x in b]}; {groups[0]} words"
+    )
+    return mb / ma
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sentences", type=int, default=500_000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--driver-memory", default="4g", help="the local JVM's heap")
+    args = parser.parse_args()
+    words = args.sentences * WORDS_PER_SENTENCE
+    start = time.perf_counter()
+    sources = make_sources(args.sentences)
+    print(f"input: {args.sentences} sentences, {words} words ({time.perf_counter() - start:.1f}s)")
+    spark = local_session(
+        args.master,
+        shuffle_partitions=8,
+        app_name="bench-processing",
+        conf={"spark.driver.memory": args.driver_memory},
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    tmp = tempfile.mkdtemp(prefix="trident_bench_")
+    try:
+        builtin = compare(
+            spark, sources, "builtin", False, handwritten(None), args.runs, words, tmp
+        )
+        python = compare(
+            spark, sources, "python_function", True, handwritten(_lower_rows), args.runs, words, tmp
+        )
+        vectorised = compare(
+            spark,
+            sources,
+            "python_function_vs_vectorised_udf",
+            True,
+            handwritten(_lower_vectorised),
+            1,
+            words,
+            tmp,
+        )
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        spark.stop()
+    print(f"ratio_vs_vectorised_udf={vectorised:.3f} (information: no per-word Python there)")
+    print(f"ratio_builtin={builtin:.3f}")
+    print(f"ratio_python_function={python:.3f}")
+    print(f"ratio={min(builtin, python):.3f}")
+
+
+if __name__ == "__main__":
+    main()
