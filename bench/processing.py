@@ -2,7 +2,7 @@
 
 Usage::
 
-    .venv/bin/python bench/processing.py [--sentences 500000] [--runs 3] [--master local[2]]
+    .venv/bin/python bench/processing.py [--sentences 500000] [--runs 5] [--master local[2]]
 
 Input: ``--sentences`` sentences of 10 words (5,000,000 words by default) from a fixed
 vocabulary of 1,000 mixed-case words, emitted as row tuples in 4 source partitions (what a spout
@@ -149,7 +149,7 @@ def compare(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sentences", type=int, default=500_000)
-    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--driver-memory", default="4g", help="the local JVM's heap")
     args = parser.parse_args()
