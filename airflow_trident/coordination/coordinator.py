@@ -128,13 +128,20 @@ class TransactionalCoordinator:
 
     def emit(self, plan: BatchPlan, spout: str) -> list[tuple[Any, ...]]:
         """Emit ``spout``'s part of the batch in-process and return its tuples."""
+        return self._emit(plan, spout).tuples
+
+    def emit_partitions(self, plan: BatchPlan, spout: str) -> dict[str, list[tuple[Any, ...]]]:
+        """Emit ``spout``'s part of the batch in-process; its tuples by source partition."""
+        return self._emit(plan, spout).partitions
+
+    def _emit(self, plan: BatchPlan, spout: str) -> ListCollector:
         collector = ListCollector()
         emitter = self.spouts[spout].get_emitter()
         try:
             emitter.emit_batch(plan.attempt, plan.metas[spout], collector)
         finally:
             emitter.close()
-        return collector.tuples
+        return collector
 
     def commit(
         self,

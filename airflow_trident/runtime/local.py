@@ -57,7 +57,7 @@ from airflow_trident.runtime.commit import StateCommitter, query_state
 from airflow_trident.runtime.join import join_partitions
 from airflow_trident.runtime.repartition import repartition
 from airflow_trident.runtime.result import Partitions, ProcessResult, StagedState
-from airflow_trident.spout.base import ListCollector, TridentSpout
+from airflow_trident.spout.base import TridentSpout
 from airflow_trident.spout.executor import as_trident_spout
 from airflow_trident.spout.tx_state import MemoryPartitionState, PartitionState
 from airflow_trident.topology import TridentTopology
@@ -301,13 +301,7 @@ def emit_partitions(
     coordinator: TransactionalCoordinator, plan: Any, spout: str
 ) -> dict[str, list[Row]]:
     """Emit ``spout``'s part of a batch; tuples by source partition."""
-    collector = ListCollector()
-    emitter = coordinator.spouts[spout].get_emitter()
-    try:
-        emitter.emit_batch(plan.attempt, plan.metas[spout], collector)
-    finally:
-        emitter.close()
-    return collector.partitions
+    return coordinator.emit_partitions(plan, spout)
 
 
 def run_commit_phase(
