@@ -31,6 +31,7 @@ def test_dagbag_has_no_import_errors() -> None:
     ]
     commit = dag.get_task("batch.commit")
     assert commit.depends_on_past
+    assert dag.get_task("batch.begin").depends_on_past
     assert dag.max_active_runs == 3
 
 

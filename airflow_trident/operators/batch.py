@@ -55,6 +55,8 @@ class BeginBatchOperator(_BatchOperator):
     The first run of a DAG run allocates the next txid; a retry or a cleared task re-binds the
     same txid (transactional spouts get the same metadata). ``dag_run.conf = {"txid": N}``
     replays txid ``N``. Returns (XCom) the txid, attempt and each spout's metadata.
+    ``depends_on_past`` is on by default: begins (fast) run in logical-date order, so txids
+    follow the runs' order and the commit's ``depends_on_past`` cannot deadlock.
 
     :param topology: ``package.module:attribute`` of the topology (templated).
     :param staging_root: where processed batches are staged (templated).
@@ -62,6 +64,12 @@ class BeginBatchOperator(_BatchOperator):
     """
 
     ui_color = "#e8f4fd"
+
+    def __init__(self, **kwargs: Any) -> None:
+        # Begins run in logical-date order, so txids follow it and the commits'
+        # depends_on_past (also by logical date) can never wait on a later txid.
+        kwargs.setdefault("depends_on_past", True)
+        super().__init__(**kwargs)
 
     def execute(self, context: Any) -> dict[str, Any]:
         dag_run = context["dag_run"]

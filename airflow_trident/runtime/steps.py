@@ -31,6 +31,7 @@ from airflow_trident.runtime.result import Partitions
 from airflow_trident.runtime.staging import StagingArea
 from airflow_trident.spout.executor import as_trident_spout
 from airflow_trident.spout.opaque import StaleBatchError
+from airflow_trident.spout.partitioned import PartitionedTransactionalSpoutExecutor
 from airflow_trident.spout.tx_state import MemoryPartitionState
 from airflow_trident.topology import TridentTopology
 
@@ -128,6 +129,7 @@ class BatchSteps:
         deadline = time.monotonic() + wait_s
         while True:
             try:
+                self._check_emit_order(plan.txid)
                 return {
                     self.topology.spouts[name]: emit_partitions(self.coordinator, plan, name)
                     for name in self.coordinator.spouts
@@ -142,6 +144,22 @@ class BatchSteps:
         """Start a new attempt of ``txid`` (every emit is one): its metadata and attempt id."""
         begun = self.plan(txid)
         return BatchPlan(self.store.next_attempt(txid), begun.metas)
+
+    def _check_emit_order(self, txid: int) -> None:
+        """A transactional partitioned spout's new batch starts where txid-1's ended: refuse
+        to emit it before txid-1 was (pipelined process tasks)."""
+        for name, spout in self.coordinator.spouts.items():
+            if not isinstance(spout, PartitionedTransactionalSpoutExecutor) or txid == 1:
+                continue
+            if spout.emitted(txid) or not self.store.has_meta(name, txid - 1):
+                continue  # a replay, or the spout's first batch
+            if not spout.emitted(txid - 1):
+                msg = (
+                    f"txid {txid}: spout {name!r} cannot emit before txid {txid - 1} did (its "
+                    f"ranges start where txid {txid - 1}'s end); retry once txid {txid - 1} "
+                    f"was processed"
+                )
+                raise BatchNotReadyError(msg)
 
     def process_local(self, txid: int, *, wait_s: float = 0.0) -> dict[str, Any]:
         """Emit (a new attempt), process in-process and stage batch ``txid``; return the

@@ -80,6 +80,8 @@ class PartitionedTransactionalSpout(Protocol):
 
 
 _SKIPPED = "__trident_skipped__"
+EMITTED = "__trident_emitted__"
+"""Pseudo-partition marking that every partition of a txid was emitted."""
 
 
 class _Coordinator:
@@ -119,6 +121,7 @@ class _Emitter:
             last = self._previous(partition, txid)
             new = self._inner.emit_partition_batch_new(attempt, collector, partition, last)
             self._state.put(partition, txid, {_SKIPPED: True, "last": last} if new is None else new)
+        self._state.put(EMITTED, txid, True)
 
     def _previous(self, partition: str, txid: int) -> Any:
         """The metadata of ``partition`` for ``txid - 1``, which must be emitted already."""
@@ -164,3 +167,7 @@ class PartitionedTransactionalSpoutExecutor:
 
     def get_emitter(self) -> Emitter:
         return _Emitter(self.spout.get_partitioned_emitter(), self.state)
+
+    def emitted(self, txid: int) -> bool:
+        """Whether batch ``txid`` was emitted (its partition ranges are fixed)."""
+        return self.state.get(EMITTED, txid) is not None

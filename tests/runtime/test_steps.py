@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_trident.coordination.store import CoordinatorStore
-from airflow_trident.errors import BatchIncompleteError, CommitOrderError
+from airflow_trident.errors import BatchIncompleteError, BatchNotReadyError, CommitOrderError
 from airflow_trident.operation import Count, Split
 from airflow_trident.runtime.ledger import CommitLedger
 from airflow_trident.runtime.staging import StagingArea
@@ -157,4 +157,22 @@ def test_stale_opaque_batch_is_reprocessed_before_commit(
     assert summary["applied"]
     for i in range(3, 7):
         run(steps, f"r{i}")
+    assert counts(steps) == TOTAL
+
+
+def test_pipelined_process_of_txid_2_waits_for_txid_1_to_emit(steps: BatchSteps) -> None:
+    # Given two runs begun, When txid 2's process step runs first
+    steps.begin("r1")
+    steps.begin("r2")
+    # Then it refuses to emit (it would re-read txid 1's tuples) ...
+    with pytest.raises(
+        BatchNotReadyError, match=r"txid 2: spout 'lines' cannot emit before txid 1"
+    ):
+        steps.process_local(2)
+    # ... and once txid 1 emitted, both commit exactly
+    steps.process_local(1)
+    steps.process_local(2)
+    steps.commit(1)
+    steps.commit(2)
+    run(steps, "r3")
     assert counts(steps) == TOTAL
