@@ -69,6 +69,7 @@ __all__ = [
     "LocalRunner",
     "emit_partitions",
     "run_commit_phase",
+    "topology_spouts",
 ]
 
 log = logging.getLogger(__name__)
@@ -317,6 +318,24 @@ def run_commit_phase(
         processor.process(txid, sources, phase="commit")
 
 
+def topology_spouts(
+    topology: TridentTopology, store: CoordinatorStore | MemoryCoordinatorStore
+) -> dict[str, TridentSpout]:
+    """Every spout of ``topology`` as a ``TridentSpout``; partitioned spouts keep their
+    per-partition metadata beside the coordinator's (ZooKeeper, or memory)."""
+    spouts: dict[str, TridentSpout] = {}
+    for name, node_id in topology.spouts.items():
+        node = topology.nodes[node_id]
+        assert isinstance(node, SpoutNode)
+        state: PartitionState = (
+            ZkPartitionState(store, name)
+            if isinstance(store, CoordinatorStore)
+            else MemoryPartitionState()
+        )
+        spouts[name] = as_trident_spout(node.spout, state)
+    return spouts
+
+
 @dataclass(frozen=True)
 class BatchReport:
     """What one local batch did."""
@@ -348,19 +367,10 @@ class LocalRunner:
     ) -> None:
         self.topology = topology
         self.store = store or MemoryCoordinatorStore(topology.name)
-        spouts: dict[str, TridentSpout] = {}
-        for name, node_id in topology.spouts.items():
-            node = topology.nodes[node_id]
-            assert isinstance(node, SpoutNode)
-            spouts[name] = as_trident_spout(node.spout, self._partition_state(name))
+        spouts = topology_spouts(topology, self.store)
         self.coordinator = TransactionalCoordinator(self.store, spouts)
         self.processor = LocalBatchProcessor(topology)
         self.committer = StateCommitter(topology)
-
-    def _partition_state(self, spout: str) -> PartitionState:
-        if isinstance(self.store, CoordinatorStore):
-            return ZkPartitionState(self.store, spout)
-        return MemoryPartitionState()
 
     def run_batch(self, run_id: str | None = None) -> BatchReport:
         """Begin, emit, process and commit one batch (a retry of ``run_id`` replays its txid)."""

@@ -20,19 +20,20 @@ from typing import Any
 
 from airflow_trident.coordination.coordinator import BatchPlan, TransactionalCoordinator
 from airflow_trident.coordination.memory import MemoryCoordinatorStore
-from airflow_trident.coordination.spout_state import ZkPartitionState
 from airflow_trident.coordination.store import CoordinatorStore
 from airflow_trident.errors import BatchIncompleteError, BatchNotReadyError
-from airflow_trident.graph import SpoutNode
 from airflow_trident.runtime.commit import StateCommitter
 from airflow_trident.runtime.ledger import CommitLedger
-from airflow_trident.runtime.local import LocalBatchProcessor, emit_partitions, run_commit_phase
+from airflow_trident.runtime.local import (
+    LocalBatchProcessor,
+    emit_partitions,
+    run_commit_phase,
+    topology_spouts,
+)
 from airflow_trident.runtime.result import Partitions
 from airflow_trident.runtime.staging import StagingArea
-from airflow_trident.spout.executor import as_trident_spout
 from airflow_trident.spout.opaque import StaleBatchError
 from airflow_trident.spout.partitioned import PartitionedTransactionalSpoutExecutor
-from airflow_trident.spout.tx_state import MemoryPartitionState
 from airflow_trident.topology import TridentTopology
 
 __all__ = ["BatchSteps"]
@@ -73,16 +74,7 @@ class BatchSteps:
         self.store = store
         self.staging = staging
         self.keep_txids = keep_txids
-        spouts = {}
-        for name, node_id in topology.spouts.items():
-            node = topology.nodes[node_id]
-            assert isinstance(node, SpoutNode)
-            state = (
-                ZkPartitionState(store, name)
-                if isinstance(store, CoordinatorStore)
-                else MemoryPartitionState()
-            )
-            spouts[name] = as_trident_spout(node.spout, state)
+        spouts = topology_spouts(topology, store)
         self.coordinator = TransactionalCoordinator(store, spouts, keep_txids=keep_txids)
         self.committer = StateCommitter(topology)
 
