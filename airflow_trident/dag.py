@@ -35,6 +35,7 @@ from airflow.sdk import DAG, TaskGroup
 
 from airflow_trident.errors import ConfigurationError
 from airflow_trident.operators.batch import (
+    COMMIT_MODES,
     BatchSuccessOperator,
     BeginBatchOperator,
     CommitBatchOperator,
@@ -58,7 +59,8 @@ _DOCS = {
     ),
     "commit": (
         "The commit phase, strictly in txid order: waits until txid-1 is committed, checks the "
-        "staged manifest, applies the results to each state with its exactly-once rule, then "
+        "staged manifest, applies the results to each state with its exactly-once rule (here, "
+        "or in a Spark job with commit_mode='spark'), then "
         "advances the committed txid in ZooKeeper by compare-and-set. Clearing a committed run "
         "changes nothing. XCom: records in, keys written."
     ),
@@ -88,20 +90,25 @@ def trident_batch(
     spark_conf: dict[str, Any] | None = None,
     py_files: str | None = None,
     keep_txids: int = 16,
+    spark_commit_min_rows: int = 1_000_000,
 ) -> TaskGroup:
     """The tasks of one batch of ``topology`` (``module:attribute``) as a TaskGroup.
 
-    Call inside a ``with DAG(...)`` block; each DAG run is one batch.
+    Call inside a ``with DAG(...)`` block; each DAG run is one batch. ``commit_mode``:
+    ``"worker"`` applies the staged partitions in the commit task, ``"spark"`` in a Spark job
+    (one Spark task per staged partition; for large batches), ``"auto"`` picks Spark when the
+    batch staged at least ``spark_commit_min_rows`` rows (see :class:`CommitBatchOperator`).
 
     Raises
     ------
     ConfigurationError
         For an unknown ``commit_mode`` or a topology that cannot be imported.
     """
-    if commit_mode != "worker":
+    if commit_mode not in COMMIT_MODES:
         msg = (
-            f"commit_mode {commit_mode!r} is not available: use 'worker' (the commit applies "
-            f"staged results from the Airflow worker with pyarrow and batched SQL)"
+            f"commit_mode {commit_mode!r} is not one of {', '.join(COMMIT_MODES)}: 'worker' "
+            f"applies staged results in the commit task, 'spark' on Spark executors, 'auto' "
+            f"chooses by the batch's staged rows"
         )
         raise ConfigurationError(msg)
     name = load_topology(topology).name
@@ -129,7 +136,9 @@ def trident_batch(
         )  # fmt: skip
         commit = CommitBatchOperator(
             task_id="commit", state_conn_id=state_conn_id, begin_task_id=begin_id,
-            deferrable=deferrable, keep_txids=keep_txids, doc_md=_DOCS["commit"], **common,
+            deferrable=deferrable, keep_txids=keep_txids, doc_md=_DOCS["commit"],
+            commit_mode=commit_mode, spark_conn_id=spark_conn_id, spark_conf=spark_conf,
+            py_files=py_files, spark_commit_min_rows=spark_commit_min_rows, **common,
         )  # fmt: skip
         success = BatchSuccessOperator(
             task_id="success", state_conn_id=state_conn_id, begin_task_id=begin_id,
@@ -156,7 +165,7 @@ def trident_dag(
     ``max_active_batches`` is Trident's max spout pending: that many runs process at once,
     while commits stay strictly ordered. Other keyword arguments go to :func:`trident_batch`
     (``spark_conn_id``, ``zookeeper_conn_id``, ``state_conn_id``, ``staging_root``,
-    ``commit_mode``, ``deferrable``, ``spark_conf``, ``py_files``).
+    ``commit_mode``, ``spark_commit_min_rows``, ``deferrable``, ``spark_conf``, ``py_files``).
     """
     name = load_topology(topology).name
     if max_active_batches < 1:

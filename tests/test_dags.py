@@ -39,5 +39,19 @@ def test_unknown_commit_mode_is_refused() -> None:
     from airflow_trident.dag import trident_dag
     from airflow_trident.errors import ConfigurationError
 
-    with pytest.raises(ConfigurationError, match="commit_mode 'spark' is not available"):
-        trident_dag("airflow_trident.examples.topologies:word_count", commit_mode="spark")
+    with pytest.raises(ConfigurationError, match="commit_mode 'driver' is not one of"):
+        trident_dag("airflow_trident.examples.topologies:word_count", commit_mode="driver")
+
+
+def test_spark_commit_mode_reaches_the_commit_task() -> None:
+    from airflow_trident.dag import trident_dag
+
+    dag = trident_dag(
+        "airflow_trident.examples.topologies:word_count",
+        commit_mode="auto",
+        spark_commit_min_rows=10,
+        spark_conf={"spark.executor.memory": "2g"},
+    )
+    commit = dag.get_task("batch.commit")
+    assert (commit.commit_mode, commit.spark_commit_min_rows) == ("auto", 10)
+    assert commit.spark_conf == {"spark.executor.memory": "2g"}

@@ -150,13 +150,32 @@ class TransactionalCoordinator:
         *,
         token: str | None = None,
     ) -> CommitResult:
-        """Apply batch ``plan.txid`` to states, then mark it committed in ZooKeeper.
+        """Apply batch ``plan.txid`` to states here, then mark it committed in ZooKeeper.
 
-        Each update is ``(state, apply)``: ``apply()`` runs between the state's
-        ``begin_commit`` and ``commit``, one state after the other (one database transaction
-        each). If a later one fails, the earlier ones stay committed and the retry skips them by
-        their per-key txids, as in Trident. A txid already committed is not applied again (a
-        cleared, committed run changes nothing).
+        See :meth:`commit_applied_by`, which this calls with the updates applied in order.
+        """
+
+        def apply_batch() -> None:
+            for state, apply in updates:
+                self.apply_update(plan.txid, state, apply)
+
+        return self.commit_applied_by(plan, apply_batch, token=token)
+
+    def commit_applied_by(
+        self,
+        plan: BatchPlan,
+        apply_batch: Callable[[], object],
+        *,
+        token: str | None = None,
+    ) -> CommitResult:
+        """Check the order, run ``apply_batch`` (which writes the batch to the states, here or
+        on Spark executors), then advance the committed txid by compare-and-set.
+
+        ``apply_batch`` applies each state partition in its own ``begin_commit`` / ``commit``
+        (one database transaction each, see :meth:`apply_update`). If a later one fails, the
+        earlier ones stay committed and the retry skips them by their per-key txids, as in
+        Trident. A txid already committed is not applied again (a cleared, committed run changes
+        nothing), and ``apply_batch`` is not called.
 
         Raises
         ------
@@ -180,8 +199,7 @@ class TransactionalCoordinator:
             )
             raise CommitOrderError(msg)
         opaque = self._opaque_partitions(plan)
-        for state, apply in updates:
-            self._apply(txid, state, apply)
+        apply_batch()
         writes: dict[str, Any] = {}
         local: list[tuple[OpaquePartitionedSpoutExecutor, str, Any]] = []
         for executor, parts in opaque.values():
@@ -225,7 +243,9 @@ class TransactionalCoordinator:
         return found
 
     @staticmethod
-    def _apply(txid: int, state: State, apply: Callable[[], object]) -> None:
+    def apply_update(txid: int, state: State, apply: Callable[[], object]) -> None:
+        """Run ``apply()`` between ``state.begin_commit(txid)`` and ``state.commit(txid)``;
+        roll the state back (when it can) if it raises."""
         state.begin_commit(txid)
         try:
             apply()

@@ -6,13 +6,28 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.sdk import BaseOperator
 
 from airflow_trident.errors import ConfigurationError
+from airflow_trident.hooks.zookeeper import ZooKeeperHook
 from airflow_trident.operators.steps import open_steps, txid_of
+from airflow_trident.operators.submit import (
+    SPARK_JOB,
+    exported,
+    job_arguments,
+    job_conf,
+    job_secrets,
+    warn_if_remote_driver,
+)
 from airflow_trident.triggers.zookeeper import CommittedTxidTrigger
 
-__all__ = ["BatchSuccessOperator", "BeginBatchOperator", "CommitBatchOperator"]
+__all__ = [
+    "COMMIT_MODES",
+    "BatchSuccessOperator",
+    "BeginBatchOperator",
+    "CommitBatchOperator",
+]
 
 
 class _BatchOperator(BaseOperator):
@@ -92,6 +107,9 @@ class BeginBatchOperator(_BatchOperator):
         return summary
 
 
+COMMIT_MODES = ("worker", "spark", "auto")
+
+
 class CommitBatchOperator(_BatchOperator):
     """Apply the staged batch to state, strictly after txid-1 committed.
 
@@ -101,19 +119,50 @@ class CommitBatchOperator(_BatchOperator):
     and the commit itself is a compare-and-set. A txid already committed changes nothing.
     Returns (XCom) the records in, keys written per state, and the metadata.
 
+    Where the staged partitions are applied (``commit_mode``):
+
+    * ``"worker"`` — in this task, with pyarrow and batched SQL, one state commit per partition;
+    * ``"spark"`` — by a Spark job (``spark-submit`` through the Spark provider's hook): one
+      Spark task per staged partition, while the job's driver checks the order and does the
+      compare-and-set. For batches too large for one Airflow worker;
+    * ``"auto"`` — ``"spark"`` when the batch staged at least ``spark_commit_min_rows`` rows.
+
     :param deferrable: wait for txid-1 in the triggerer.
     :param poll_interval: seconds between checks of the committed txid.
+    :param commit_mode: ``"worker"``, ``"spark"`` or ``"auto"``.
+    :param spark_conn_id: the Spark connection of a Spark commit.
+    :param spark_conf: Spark conf of a Spark commit.
+    :param py_files: ``--py-files`` of a Spark commit (the topology's package).
+    :param spark_commit_min_rows: the ``"auto"`` threshold.
     """
 
     ui_color = "#fdf1e8"
 
     def __init__(
-        self, *, deferrable: bool = True, poll_interval: float = 2.0, **kwargs: Any
+        self,
+        *,
+        deferrable: bool = True,
+        poll_interval: float = 2.0,
+        commit_mode: str = "worker",
+        spark_conn_id: str = "spark_default",
+        spark_conf: dict[str, Any] | None = None,
+        py_files: str | None = None,
+        spark_commit_min_rows: int = 1_000_000,
+        **kwargs: Any,
     ) -> None:
+        if commit_mode not in COMMIT_MODES:
+            msg = f"commit_mode must be one of {', '.join(COMMIT_MODES)}; got {commit_mode!r}"
+            raise ConfigurationError(msg)
         kwargs.setdefault("depends_on_past", True)
         super().__init__(**kwargs)
         self.deferrable = deferrable
         self.poll_interval = poll_interval
+        self.commit_mode = commit_mode
+        self.spark_conn_id = spark_conn_id
+        self.spark_conf = spark_conf
+        self.py_files = py_files
+        self.spark_commit_min_rows = spark_commit_min_rows
+        self._spark_hook: SparkSubmitHook | None = None
 
     def execute(self, context: Any) -> dict[str, Any]:
         txid = txid_of(context, self.begin_task_id)
@@ -144,8 +193,16 @@ class CommitBatchOperator(_BatchOperator):
         with self._steps() as steps:
             return self._commit(steps, txid)
 
+    def on_kill(self) -> None:
+        """Stop a running Spark commit (its applied partitions keep their txid)."""
+        if self._spark_hook is not None:
+            self._spark_hook.on_kill()
+
     def _commit(self, steps: Any, txid: int) -> dict[str, Any]:
-        summary: dict[str, Any] = steps.commit(txid)
+        if self._on_spark(steps, txid):
+            summary = self._commit_on_spark(steps, txid)
+        else:
+            summary = steps.commit(txid)
         if summary["applied"]:
             self.log.info(
                 "txid %d committed: %d records in, keys written %s",
@@ -155,6 +212,43 @@ class CommitBatchOperator(_BatchOperator):
             )
         else:
             self.log.info("txid %d was already committed: state unchanged", txid)
+        return summary
+
+    def _on_spark(self, steps: Any, txid: int) -> bool:
+        if self.commit_mode != "auto":
+            return self.commit_mode == "spark"
+        attempt = steps.plan(txid).attempt
+        manifest = steps.staging.read_manifest(attempt)
+        rows = sum(f["rows"] for s in manifest["states"].values() for f in s["files"])
+        on_spark: bool = rows >= self.spark_commit_min_rows
+        self.log.info(
+            "txid %d staged %d rows: committing %s (spark_commit_min_rows=%d)",
+            txid,
+            rows,
+            "on Spark" if on_spark else "in this worker",
+            self.spark_commit_min_rows,
+        )
+        return on_spark
+
+    def _commit_on_spark(self, steps: Any, txid: int) -> dict[str, Any]:
+        if steps.store.committed_txid() >= txid:
+            return {"txid": txid, "applied": False, "reason": "already committed"}
+        config = ZooKeeperHook(zookeeper_conn_id=self.zookeeper_conn_id).get_config()
+        secrets = job_secrets(config, self.state_conn_id)
+        self._spark_hook = SparkSubmitHook(
+            conf=job_conf(self.spark_conf),
+            conn_id=self.spark_conn_id,
+            py_files=self.py_files,
+            name=f"trident-{steps.topology.name}-commit",
+            application_args=job_arguments(
+                self.topology, txid, self.staging_root, config, emit_wait_s=0.0, commit=True
+            ),
+        )
+        warn_if_remote_driver(self._spark_hook._connection, secrets)
+        self.log.info("committing txid %d of %s on Spark", txid, self.topology)
+        with exported(secrets):
+            self._spark_hook.submit(SPARK_JOB)
+        summary: dict[str, Any] = steps.staging.read_commit_summary(txid)
         return summary
 
 

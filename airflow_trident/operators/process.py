@@ -3,24 +3,25 @@ emits the batch, runs the plan and stages the results."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
+from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-import airflow_trident.runtime
 from airflow_trident.coordination.attempt import TransactionAttempt
 from airflow_trident.hooks.zookeeper import ZooKeeperHook
-from airflow_trident.operators.steps import STATE_URL_ENV, open_steps, state_url_from, txid_of
+from airflow_trident.operators.steps import open_steps, txid_of
+from airflow_trident.operators.submit import (
+    SPARK_JOB,
+    exported,
+    job_arguments,
+    job_conf,
+    job_secrets,
+    warn_if_remote_driver,
+)
 
 __all__ = ["SPARK_JOB", "ProcessBatchOperator"]
-
-SPARK_JOB = str(Path(airflow_trident.runtime.__file__).parent / "spark_job.py")
-"""The Spark application that processes one batch (``airflow_trident/runtime/spark_job.py``)."""
-
-ZK_PASSWORD_ENV = "TRIDENT_ZK_PASSWORD"
 
 
 class ProcessBatchOperator(SparkSubmitOperator):
@@ -28,9 +29,10 @@ class ProcessBatchOperator(SparkSubmitOperator):
 
     The topology is shipped by module reference (the package must be importable where the
     driver runs); the txid comes from the begin task; every run of this task is a new attempt.
-    Secrets (the ZooKeeper digest password, the state database URL) reach the job through its
-    environment, never its command line. Spark settings (connection, ``conf``, ``py_files``...)
-    are the ``SparkSubmitOperator``'s.
+    Secrets (the ZooKeeper digest password, the state database URL) reach the job through the
+    environment ``spark-submit`` inherits, never its command line or ``env_vars`` (which the
+    Spark provider turns into ``--conf`` arguments on YARN and Kubernetes). Spark settings
+    (connection, ``conf``, ``py_files``...) are the ``SparkSubmitOperator``'s.
 
     :param topology: ``package.module:attribute`` of the topology (templated).
     :param staging_root: where results are staged (templated).
@@ -69,31 +71,15 @@ class ProcessBatchOperator(SparkSubmitOperator):
     def execute(self, context: Any) -> dict[str, Any]:  # type: ignore[override]
         txid = txid_of(context, self.begin_task_id)
         config = ZooKeeperHook(zookeeper_conn_id=self.zookeeper_conn_id).get_config()
-        args = [
-            "--topology", self.topology,
-            "--txid", str(txid),
-            "--staging-root", self.staging_root,
-            "--zk-hosts", config.hosts,
-            "--zk-root", config.root,
-            "--emit-wait", str(self.emit_wait_s),
-        ]  # fmt: skip
-        if config.chroot:
-            args += ["--zk-chroot", config.chroot]
-        if config.username:
-            args += ["--zk-user", config.username]
-        env = dict(self.env_vars or {})
-        if config.password:
-            env[ZK_PASSWORD_ENV] = config.password
-        url = state_url_from(self.state_conn_id)
-        if url is not None:
-            env[STATE_URL_ENV] = url
-        self.application_args = args
-        self.env_vars = env
-        python = sys.executable
-        self.conf = {"spark.pyspark.python": python, "spark.pyspark.driver.python": python,
-                     **(self.conf or {})}  # fmt: skip
+        self.application_args = job_arguments(
+            self.topology, txid, self.staging_root, config, emit_wait_s=self.emit_wait_s
+        )
+        self.conf = job_conf(self.conf)
+        secrets = job_secrets(config, self.state_conn_id)
+        warn_if_remote_driver(SparkSubmitHook(conn_id=self._conn_id)._connection, secrets)
         self.log.info("processing txid %d of %s on Spark", txid, self.topology)
-        super().execute(context)
+        with exported(secrets):
+            super().execute(context)
         return self._summary(txid)
 
     def _summary(self, txid: int) -> dict[str, Any]:

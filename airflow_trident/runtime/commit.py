@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from airflow_trident.coordination.coordinator import StateUpdate
+from airflow_trident.coordination.coordinator import StateUpdate, TransactionalCoordinator
 from airflow_trident.graph import NewValuesNode, PersistNode
 from airflow_trident.operation.base import CombinerAggregator, ReducerAggregator
 from airflow_trident.runtime.aggregate import group_rows
@@ -102,6 +102,30 @@ class StateCommitter:
                     (state, self._applier(node, stage, rows, state, new_values[name], index))
                 )
         return result
+
+    def apply_partition(
+        self,
+        stage: StagedState,
+        rows: list[tuple[Any, ...]],
+        index: int,
+        num_partitions: int,
+        txid: int,
+    ) -> list[tuple[Any, ...]]:
+        """Apply staged partition ``index`` of ``num_partitions`` of ``stage.state`` to that
+        partition's state in its own state commit (what a Spark executor runs for its
+        partition); return the new-values tuples (empty unless a stream reads them).
+
+        Raises whatever the state raises (e.g. ``StateBehindError``), after rolling it back.
+        """
+        node = _persist_node(self.topology, stage.state)
+        state = node.factory.make_state(index, num_partitions)
+        new_values: list[tuple[Any, ...]] = []
+
+        def apply() -> None:
+            new_values.extend(self._apply_partition(node, stage, rows, state))
+
+        TransactionalCoordinator.apply_update(txid, state, apply)
+        return new_values
 
     def _applier(
         self,

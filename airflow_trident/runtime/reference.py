@@ -7,13 +7,14 @@ Airflow tasks do: the topology is shipped by module reference, never pickled.
 
 from __future__ import annotations
 
+import functools
 import importlib
 from typing import Any
 
 from airflow_trident.errors import ConfigurationError
 from airflow_trident.topology import TridentTopology
 
-__all__ = ["load_topology"]
+__all__ = ["cached_topology", "load_topology"]
 
 
 def load_topology(reference: str) -> TridentTopology:
@@ -43,3 +44,10 @@ def load_topology(reference: str) -> TridentTopology:
         msg = f"{reference!r} is {type(found).__name__}, not a TridentTopology"
         raise ConfigurationError(msg)
     return found
+
+
+@functools.lru_cache(maxsize=8)
+def cached_topology(reference: str) -> TridentTopology:
+    """:func:`load_topology`, once per process (Spark's Python workers are reused across
+    tasks: the topology and its state factories' engines are built once)."""
+    return load_topology(reference)

@@ -1,12 +1,21 @@
 """The Spark application of the process step: one batch of one topology.
 
 ``spark-submit airflow_trident/runtime/spark_job.py --topology pkg.mod:attr --txid N
---staging-root DIR --zk-hosts HOSTS [--zk-root /trident] [--zk-chroot /x] [--zk-user U]``
+--staging-root DIR --zk-hosts HOSTS [--zk-root /trident] [--zk-chroot /x] [--zk-user U]
+[--commit]``
 
 It reads the batch metadata from ZooKeeper, records a new attempt, emits the batch, runs the
 plan with :mod:`airflow_trident.runtime.spark` and stages the results (Parquet, one file per
-output partition) plus the manifest. Secrets come from the environment, never the command line:
-``TRIDENT_ZK_PASSWORD`` (ZooKeeper digest) and ``TRIDENT_STATE_URL`` (state database).
+output partition) plus the manifest.
+
+With ``--commit`` it is the commit step of ``commit_mode="spark"`` instead: the driver checks
+that txid-1 is committed and the staged batch complete, Spark tasks apply the staged partitions
+to the states (:mod:`airflow_trident.runtime.spark.commit`), the driver advances the committed
+txid by compare-and-set and writes the commit summary next to the staged batch
+(:meth:`~airflow_trident.runtime.staging.StagingArea.write_commit_summary`).
+
+Secrets come from the environment, never the command line: ``TRIDENT_ZK_PASSWORD`` (ZooKeeper
+digest) and ``TRIDENT_STATE_URL`` (state database).
 """
 
 from __future__ import annotations
@@ -23,6 +32,7 @@ from airflow_trident.coordination.client import ZkConfig, connect
 from airflow_trident.coordination.coordinator import BatchPlan
 from airflow_trident.coordination.paths import CoordinatorPaths
 from airflow_trident.coordination.store import CoordinatorStore
+from airflow_trident.runtime.ledger import CommitLedger
 from airflow_trident.runtime.reference import load_topology
 from airflow_trident.runtime.staging import StagingArea
 from airflow_trident.runtime.steps import BatchSteps
@@ -30,7 +40,9 @@ from airflow_trident.runtime.steps import BatchSteps
 if TYPE_CHECKING:
     from airflow_trident.runtime.spark import SparkProcessResult
 
-__all__ = ["main", "stage_frames"]
+__all__ = ["commit_on_spark", "main", "process_on_spark", "stage_frames"]
+
+STATE_URL_ENV = "TRIDENT_STATE_URL"
 
 log = logging.getLogger("airflow_trident.spark_job")
 
@@ -45,6 +57,9 @@ def _args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--zk-chroot", default=None)
     parser.add_argument("--zk-user", default=None)
     parser.add_argument("--emit-wait", type=float, default=600.0)
+    parser.add_argument(
+        "--commit", action="store_true", help="commit the staged batch (commit_mode='spark')"
+    )
     return parser.parse_args(argv)
 
 
@@ -98,8 +113,43 @@ def _uri(staging: StagingArea, path: str) -> str:
     return f"file://{path}"
 
 
+def process_on_spark(steps: BatchSteps, spark: Any, txid: int, emit_wait: float) -> dict[str, Any]:
+    """Emit batch ``txid`` (a new attempt), run its plan on ``spark`` and stage it; return the
+    manifest."""
+    from airflow_trident.runtime.spark import SparkBatchProcessor
+
+    plan = steps.new_attempt(txid)
+    log.info("txid %d attempt %d: emitting", plan.txid, plan.attempt.attempt_id)
+    sources = steps.emit(plan, wait_s=emit_wait)
+    with SparkBatchProcessor(steps.topology).process(spark, plan.txid, sources) as result:
+        manifest = stage_frames(steps.staging, plan, result)
+    log.info(
+        "txid %d attempt %d staged: %s",
+        plan.txid,
+        plan.attempt.attempt_id,
+        {n: sum(f["rows"] for f in s["files"]) for n, s in manifest["states"].items()},
+    )
+    return manifest
+
+
+def commit_on_spark(
+    steps: BatchSteps, spark: Any, reference: str, txid: int, emit_wait: float
+) -> dict[str, Any]:
+    """Commit staged batch ``txid`` with its partitions applied by Spark tasks; write and
+    return the commit summary."""
+    from airflow_trident.runtime.spark.commit import SparkBatchApplier
+
+    def reprocess(stale: int) -> dict[str, Any]:
+        return process_on_spark(steps, spark, stale, emit_wait)
+
+    applier = SparkBatchApplier(spark, reference, steps.staging, reprocess)
+    summary = steps.commit(txid, applier=applier)
+    steps.staging.write_commit_summary(txid, summary)
+    return summary
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Process one batch; exit status 0 when staged."""
+    """Process (or, with ``--commit``, commit) one batch; exit status 0 when done."""
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -116,23 +166,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.monotonic()
     try:
         store = CoordinatorStore(client, CoordinatorPaths(config.root, topology.name))
-        steps = BatchSteps(topology, store, StagingArea(args.staging_root, topology.name))
-        plan = steps.new_attempt(args.txid)
-        log.info("txid %d attempt %d: emitting", plan.txid, plan.attempt.attempt_id)
-        sources = steps.emit(plan, wait_s=args.emit_wait)
-        from airflow_trident.runtime.spark import SparkBatchProcessor
+        url = os.environ.get(STATE_URL_ENV)
+        steps = BatchSteps(
+            topology,
+            store,
+            StagingArea(args.staging_root, topology.name),
+            ledger=CommitLedger(url) if url else None,
+        )
         from airflow_trident.runtime.spark.session import spark_session
 
-        spark = spark_session(f"trident-{topology.name}-{plan.txid}")
-        with SparkBatchProcessor(topology).process(spark, plan.txid, sources) as result:
-            manifest = stage_frames(steps.staging, plan, result)
-        log.info(
-            "txid %d attempt %d staged in %.1fs: %s",
-            plan.txid,
-            plan.attempt.attempt_id,
-            time.monotonic() - started,
-            {n: sum(f["rows"] for f in s["files"]) for n, s in manifest["states"].items()},
-        )
+        step = "commit" if args.commit else "process"
+        spark = spark_session(f"trident-{topology.name}-{args.txid}-{step}")
+        if args.commit:
+            summary = commit_on_spark(steps, spark, args.topology, args.txid, args.emit_wait)
+            shown = {k: summary.get(k) for k in ("applied", "records_in", "keys_written")}
+            log.info(
+                "txid %d commit done in %.1fs: %s", args.txid, time.monotonic() - started, shown
+            )
+        else:
+            process_on_spark(steps, spark, args.txid, args.emit_wait)
+            log.info("txid %d processed in %.1fs", args.txid, time.monotonic() - started)
         return 0
     finally:
         client.stop()

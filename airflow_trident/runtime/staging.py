@@ -37,6 +37,7 @@ __all__ = [
 ]
 
 MANIFEST = "_manifest.json"
+COMMIT_SUMMARY = "_commit.json"
 _JSON_META = b"trident.json_columns"
 
 
@@ -165,18 +166,16 @@ class StagingArea:
             raise BatchIncompleteError(msg) from exc
         return manifest
 
-    def read(
+    def verified_manifest(
         self, attempt: TransactionAttempt, metas: Mapping[str, Any]
-    ) -> tuple[dict[str, Any], dict[str, StagedState]]:
-        """The manifest and staged rows of ``attempt``, verified complete.
+    ) -> dict[str, Any]:
+        """The manifest of ``attempt``, checked complete and computed from ``metas``.
 
         Raises
         ------
         BatchIncompleteError
-            If the manifest is missing or incomplete, was computed from other metadata, or a
-            file is missing or holds another number of rows than listed.
+            If the manifest is missing or incomplete, or was computed from other metadata.
         """
-        filesystem, _ = self.filesystem()
         where = f"txid {attempt.txid} attempt {attempt.attempt_id} of topology {self.topology!r}"
         manifest = self.read_manifest(attempt)
         if not manifest.get("complete") or manifest.get("txid") != attempt.txid:
@@ -188,26 +187,89 @@ class StagingArea:
                 f"coordinator now holds {meta_digest(metas)}; hint: re-run the process step"
             )
             raise BatchIncompleteError(msg)
+        return manifest
+
+    def read_partition(
+        self, manifest: Mapping[str, Any], state: str, index: int
+    ) -> list[tuple[Any, ...]]:
+        """The rows of staged file ``index`` of ``state`` in ``manifest``, checked against the
+        row count the manifest lists (Spark executors call this for their partition).
+
+        Raises
+        ------
+        BatchIncompleteError
+            If the file is missing or holds another number of rows than listed.
+        """
+        filesystem, _ = self.filesystem()
+        where = (
+            f"txid {manifest['txid']} attempt {manifest['attempt_id']} of topology "
+            f"{self.topology!r}"
+        )
+        entry = manifest["states"][state]
+        staged_file = entry["files"][index]
+        try:
+            table = pq.read_table(staged_file["path"], filesystem=filesystem)
+        except (FileNotFoundError, OSError) as exc:
+            msg = f"{where}: staged file {staged_file['path']} of state {state!r} is missing"
+            raise BatchIncompleteError(msg) from exc
+        if table.num_rows != staged_file["rows"]:
+            msg = (
+                f"{where}: staged file {staged_file['path']} of state {state!r} holds "
+                f"{table.num_rows} rows, the manifest lists {staged_file['rows']}; the batch is "
+                f"incomplete and will not be committed"
+            )
+            raise BatchIncompleteError(msg)
+        return table_to_rows(table, tuple(entry["fields"]), entry.get("pickled", ()))
+
+    def read(
+        self, attempt: TransactionAttempt, metas: Mapping[str, Any]
+    ) -> tuple[dict[str, Any], dict[str, StagedState]]:
+        """The manifest and staged rows of ``attempt``, verified complete.
+
+        Raises
+        ------
+        BatchIncompleteError
+            If the manifest is missing or incomplete, was computed from other metadata, or a
+            file is missing or holds another number of rows than listed.
+        """
+        manifest = self.verified_manifest(attempt, metas)
+        return manifest, self.read_states(manifest)
+
+    def read_states(self, manifest: Mapping[str, Any]) -> dict[str, StagedState]:
+        """Every staged partition of every state in ``manifest`` (see :meth:`read_partition`)."""
         staged = {}
         for name, entry in manifest["states"].items():
-            fields = tuple(entry["fields"])
-            partitions = []
-            for f in entry["files"]:
-                try:
-                    table = pq.read_table(f["path"], filesystem=filesystem)
-                except (FileNotFoundError, OSError) as exc:
-                    msg = f"{where}: staged file {f['path']} of state {name!r} is missing"
-                    raise BatchIncompleteError(msg) from exc
-                if table.num_rows != f["rows"]:
-                    msg = (
-                        f"{where}: staged file {f['path']} of state {name!r} holds "
-                        f"{table.num_rows} rows, the manifest lists {f['rows']}; the batch is "
-                        f"incomplete and will not be committed"
-                    )
-                    raise BatchIncompleteError(msg)
-                partitions.append(table_to_rows(table, fields, entry.get("pickled", ())))
-            staged[name] = StagedState(name, entry["kind"], fields, partitions)
-        return manifest, staged
+            partitions = [
+                self.read_partition(manifest, name, i) for i in range(len(entry["files"]))
+            ]
+            staged[name] = StagedState(name, entry["kind"], tuple(entry["fields"]), partitions)
+        return staged
+
+    def write_commit_summary(self, txid: int, summary: Mapping[str, Any]) -> None:
+        """Record what the commit of ``txid`` did (the Spark commit job's report to its task)."""
+        filesystem, base = self.filesystem()
+        directory = f"{base}/{self.topology}/{txid}"
+        filesystem.create_dir(directory, recursive=True)
+        with filesystem.open_output_stream(f"{directory}/{COMMIT_SUMMARY}") as out:
+            out.write(json.dumps(summary, sort_keys=True, default=repr).encode())
+
+    def read_commit_summary(self, txid: int) -> dict[str, Any]:
+        """What the commit of ``txid`` reported (see :meth:`write_commit_summary`).
+
+        Raises
+        ------
+        BatchIncompleteError
+            If no commit of ``txid`` reported.
+        """
+        filesystem, base = self.filesystem()
+        path = f"{base}/{self.topology}/{txid}/{COMMIT_SUMMARY}"
+        try:
+            with filesystem.open_input_stream(path) as stream:
+                summary: dict[str, Any] = json.loads(stream.read())
+        except (FileNotFoundError, OSError) as exc:
+            msg = f"no commit summary for txid {txid} of topology {self.topology!r} ({path})"
+            raise BatchIncompleteError(msg) from exc
+        return summary
 
     def remove_before(self, txid: int) -> int:
         """Delete the staging of txids below ``txid``; return how many txids were removed."""

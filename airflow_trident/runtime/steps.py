@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from airflow_trident.coordination.coordinator import BatchPlan, TransactionalCoordinator
 from airflow_trident.coordination.memory import MemoryCoordinatorStore
@@ -36,11 +37,24 @@ from airflow_trident.spout.opaque import StaleBatchError
 from airflow_trident.spout.partitioned import PartitionedTransactionalSpoutExecutor
 from airflow_trident.topology import TridentTopology
 
-__all__ = ["BatchSteps"]
+__all__ = ["BatchSteps", "StagedBatchApplier"]
 
 log = logging.getLogger(__name__)
 
 Row = tuple[Any, ...]
+
+
+class StagedBatchApplier(Protocol):
+    """Applies a verified staged batch to the states: here (:class:`BatchSteps` itself) or on
+    Spark executors (``airflow_trident.runtime.spark.commit.SparkBatchApplier``)."""
+
+    def apply_staged(self, plan: BatchPlan, manifest: Mapping[str, Any]) -> dict[str, Partitions]:
+        """Apply every staged partition in its own state commit; the new values by state."""
+        ...
+
+    def reprocess(self, txid: int) -> Mapping[str, Any]:
+        """Process ``txid`` again (a new attempt) and stage it; return the manifest."""
+        ...
 
 
 class BatchSteps:
@@ -171,31 +185,42 @@ class BatchSteps:
 
     # -- commit ---------------------------------------------------------------------------------
 
-    def commit(self, txid: int, *, reprocess_stale: bool = True) -> dict[str, Any]:
+    def commit(
+        self,
+        txid: int,
+        *,
+        applier: StagedBatchApplier | None = None,
+        reprocess_stale: bool = True,
+    ) -> dict[str, Any]:
         """Verify batch ``txid``'s staged results and apply them, strictly after ``txid - 1``.
 
-        A txid already committed changes nothing (a cleared, committed run is a no-op). An
+        ``applier`` applies the staged partitions to the states: by default here, one state
+        commit per partition (:meth:`apply_staged`); a Spark applier does it on executors. A
+        txid already committed changes nothing (a cleared, committed run is a no-op). An
         opaque batch built on an earlier batch that was since re-emitted differently is
-        re-processed here (in-process, a new attempt) before it commits: no manual clearing.
+        re-processed (the applier's ``reprocess``, a new attempt) before it commits: no manual
+        clearing.
         """
+        applier = applier or self
         plan = self.plan(txid)
         if self.store.committed_txid() >= txid:
             return {"txid": txid, "applied": False, "reason": "already committed"}
-        manifest, staged = self.staging.read(plan.attempt, plan.metas)
-        states = self.committer.make_states(staged)
+        manifest = self.staging.verified_manifest(plan.attempt, plan.metas)
         new_values: dict[str, Partitions] = {}
-        updates = self.committer.updates(staged, states, new_values)
+
+        def apply_batch() -> None:
+            new_values.update(applier.apply_staged(plan, manifest))
+
         try:
-            outcome = self.coordinator.commit(plan, updates)
+            outcome = self.coordinator.commit_applied_by(plan, apply_batch)
         except StaleBatchError as exc:
             if not reprocess_stale:
                 raise
             log.warning("%s; re-processing txid %d before its commit", exc, txid)
-            self.process_local(txid)
-            return self.commit(txid, reprocess_stale=False)
+            applier.reprocess(txid)
+            return self.commit(txid, applier=applier, reprocess_stale=False)
         if outcome.applied:
             run_commit_phase(LocalBatchProcessor(self.topology), txid, new_values)
-        keys = {name: sum(len(p) for p in s.partitions) for name, s in staged.items()}
         summary = {
             "topology": self.topology.name,
             "txid": txid,
@@ -203,13 +228,30 @@ class BatchSteps:
             "applied": outcome.applied,
             "records_in": sum(sum(p.values()) for p in manifest["emitted"].values()),
             "emitted": manifest["emitted"],
-            "keys_written": keys,
+            "keys_written": {
+                name: sum(f["rows"] for f in entry["files"])
+                for name, entry in manifest["states"].items()
+            },
             "metas": dict(plan.metas),
         }
         if outcome.applied and self.ledger is not None:
             self.ledger.record(summary)
         log.info("txid %d committed: %s", txid, summary)
         return summary
+
+    def apply_staged(self, plan: BatchPlan, manifest: Mapping[str, Any]) -> dict[str, Partitions]:
+        """Apply every staged partition of ``manifest`` here, each in its own state commit;
+        return the new values by state (the worker-side :class:`StagedBatchApplier`)."""
+        staged = self.staging.read_states(manifest)
+        states = self.committer.make_states(staged)
+        new_values: dict[str, Partitions] = {}
+        for state, apply in self.committer.updates(staged, states, new_values):
+            self.coordinator.apply_update(plan.txid, state, apply)
+        return new_values
+
+    def reprocess(self, txid: int) -> Mapping[str, Any]:
+        """Process ``txid`` again in-process (a new attempt); return its manifest."""
+        return self.process_local(txid)
 
     # -- success --------------------------------------------------------------------------------
 

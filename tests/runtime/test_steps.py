@@ -176,3 +176,14 @@ def test_pipelined_process_of_txid_2_waits_for_txid_1_to_emit(steps: BatchSteps)
     steps.commit(2)
     run(steps, "r3")
     assert counts(steps) == TOTAL
+
+
+def test_auto_commit_mode_chooses_spark_by_staged_rows(steps: BatchSteps) -> None:
+    from airflow_trident.operators.batch import CommitBatchOperator
+
+    txid = int(steps.begin("r1")["txid"])
+    steps.process_local(txid)  # 2 lines -> 3 distinct words staged
+    common = {"task_id": "commit", "topology": "m:t", "staging_root": "/x", "commit_mode": "auto"}
+    small = CommitBatchOperator(spark_commit_min_rows=4, **common)
+    large = CommitBatchOperator(spark_commit_min_rows=3, **common)
+    assert (small._on_spark(steps, txid), large._on_spark(steps, txid)) == (False, True)

@@ -36,7 +36,7 @@ from airflow_trident.graph import EachNode, FilterNode, PersistNode, SpoutNode
 from airflow_trident.planner.plan import ExecutionPlan, Op, Stage
 from airflow_trident.runtime.commit import query_state
 from airflow_trident.runtime.local import LocalBatchProcessor
-from airflow_trident.runtime.reference import load_topology
+from airflow_trident.runtime.reference import cached_topology
 from airflow_trident.runtime.result import Partitions
 from airflow_trident.runtime.spark.columns import (
     ColumnConversionError,
@@ -91,11 +91,6 @@ class _WorkerFailure(Exception):
     """Raised in a Python worker; its message carries the marked error."""
 
 
-@functools.lru_cache(maxsize=8)
-def _topology(reference: str) -> TridentTopology:
-    return load_topology(reference)
-
-
 @dataclass(frozen=True)
 class StateResolver:
     """Opens the states that ``state_query`` steps read, in a Spark worker: from the topology
@@ -110,7 +105,7 @@ class StateResolver:
 
     def __call__(self, name: str) -> Any:
         if self.reference is not None:
-            return query_state(_topology(self.reference), name)
+            return query_state(cached_topology(self.reference), name)
         t = TridentTopology(self.topology)
         for node in self.persists:
             step = t.add_node(functools.partial(_orphan, node), kind="persist", name=node.id)

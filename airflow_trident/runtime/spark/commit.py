@@ -1,0 +1,216 @@
+"""The commit phase on Spark, for batches too large for one Airflow worker.
+
+:class:`SparkBatchApplier` is a :class:`~airflow_trident.runtime.steps.StagedBatchApplier`:
+the driver still does what must happen once (the order check, the stale-opaque check, the
+compare-and-set of the committed txid: :meth:`BatchSteps.commit
+<airflow_trident.runtime.steps.BatchSteps.commit>`), while each staged partition of each state
+is applied by one Spark task: the task reads its Parquet file (checking the row count the
+manifest lists), makes that partition's state (``make_state(index, count)``) and applies the rows
+in one state commit with the state's exactly-once rule — the same code as the worker-side commit
+(:meth:`StateCommitter.apply_partition
+<airflow_trident.runtime.commit.StateCommitter.apply_partition>`).
+
+A failed task may be retried by Spark, a failed job by Airflow: partitions already applied skip
+the batch by their stored txids (Trident's rule), so a partial commit is finished exactly once.
+
+Executors load the topology by reference (their Python must import it, as for any PySpark job)
+and need the state database: the driver's ``TRIDENT_STATE_URL`` travels inside the task closure
+(Spark's serialized task, never its conf, command line or logs) and is set in the executor's
+environment when the executor has none.
+
+>>> from airflow_trident.runtime.spark.commit import commit_tasks
+>>> commit_tasks({"states": {"counts": {"files": [{"rows": 3}, {"rows": 0}]}}})
+[CommitTask(state='counts', index=0, count=2), CommitTask(state='counts', index=1, count=2)]
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from airflow_trident.coordination.coordinator import BatchPlan
+from airflow_trident.errors import BatchFailedError, TridentError
+from airflow_trident.runtime.commit import StateCommitter
+from airflow_trident.runtime.reference import cached_topology
+from airflow_trident.runtime.result import Partitions, StagedState
+from airflow_trident.runtime.spark.python_ops import batch_failure, failure_text
+from airflow_trident.runtime.staging import StagingArea
+
+__all__ = ["CommitTask", "SparkBatchApplier", "commit_tasks"]
+
+log = logging.getLogger(__name__)
+
+STATE_URL_ENV = "TRIDENT_STATE_URL"
+
+_SCHEMA = pa.schema(
+    [
+        pa.field("task", pa.int64()),
+        pa.field("rows", pa.int64()),
+        pa.field("new_values", pa.binary()),
+    ]
+)
+_DDL = "task long, rows long, new_values binary"
+
+
+@dataclass(frozen=True)
+class CommitTask:
+    """One Spark task of the commit: partition ``index`` of ``count`` of ``state``."""
+
+    state: str
+    index: int
+    count: int
+
+
+def commit_tasks(manifest: Mapping[str, Any]) -> list[CommitTask]:
+    """The tasks of a staged batch: one per staged file of each state (a state with no file
+    still gets one, so its state sees the commit, as in the worker-side commit)."""
+    tasks = []
+    for name, entry in manifest["states"].items():
+        count = max(1, len(entry["files"]))
+        tasks += [CommitTask(name, i, count) for i in range(count)]
+    return tasks
+
+
+@dataclass(frozen=True)
+class _ApplyPartitions:
+    """The ``mapInArrow`` function: applies the commit tasks whose ids it receives."""
+
+    topology: str
+    staging_root: str
+    manifest: Mapping[str, Any]
+    tasks: tuple[CommitTask, ...]
+    txid: int
+    new_values: frozenset[str]
+    env: Mapping[str, str]
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for key, value in self.env.items():
+            os.environ.setdefault(key, value)
+        try:
+            topology = cached_topology(self.topology)
+            committer = StateCommitter(topology)
+            staging = StagingArea(self.staging_root, topology.name)
+            for batch in batches:
+                for task_id in batch.column(0).to_pylist():
+                    yield self._apply(committer, staging, task_id)
+        except TridentError as exc:
+            raise _ExecutorFailure(failure_text(exc)) from None
+
+    def _apply(
+        self, committer: StateCommitter, staging: StagingArea, task_id: int
+    ) -> pa.RecordBatch:
+        task = self.tasks[task_id]
+        entry = self.manifest["states"][task.state]
+        rows = (
+            staging.read_partition(self.manifest, task.state, task.index) if entry["files"] else []
+        )
+        stage = StagedState(task.state, entry["kind"], tuple(entry["fields"]), [rows])
+        values = committer.apply_partition(stage, rows, task.index, task.count, self.txid)
+        blob = pickle.dumps(values) if task.state in self.new_values else None
+        return pa.RecordBatch.from_pydict(
+            {"task": [task_id], "rows": [len(rows)], "new_values": [blob]}, schema=_SCHEMA
+        )
+
+
+class _ExecutorFailure(Exception):
+    """Raised in an executor; its message carries the marked error."""
+
+
+class SparkBatchApplier:
+    """Applies a verified staged batch on Spark executors, one task per staged partition.
+
+    Parameters
+    ----------
+    spark:
+        Any SparkSession (classic or Spark Connect: only ``range`` + ``mapInArrow`` are used).
+    topology:
+        The topology's reference, ``package.module:attribute`` (executors import it).
+    staging:
+        The staging area the process step wrote (executors read their files from it).
+    reprocess:
+        Processes a txid again and stages it (for a stale opaque batch); returns the manifest.
+    """
+
+    def __init__(
+        self,
+        spark: Any,
+        topology: str,
+        staging: StagingArea,
+        reprocess: Callable[[int], Mapping[str, Any]],
+    ) -> None:
+        self.spark = spark
+        self.topology = topology
+        self.staging = staging
+        self._reprocess = reprocess
+
+    def apply_staged(self, plan: BatchPlan, manifest: Mapping[str, Any]) -> dict[str, Partitions]:
+        """Apply every staged partition of ``manifest`` in its own Spark task; the new values
+        by state (only for states a new-values stream reads).
+
+        Raises
+        ------
+        TridentError
+            The executor's own error (e.g. ``StateBehindError``, ``BatchIncompleteError``,
+            ``StateStoreUnavailableError``), or :class:`BatchFailedError` for any other failure
+            of the Spark job. Partitions applied before it stay applied; the retry skips them.
+        """
+        tasks = tuple(commit_tasks(manifest))
+        if not tasks:
+            return {}
+        committer = StateCommitter(cached_topology(self.topology))
+        wanted = frozenset(n for n in manifest["states"] if committer.wants_new_values(n))
+        env = {STATE_URL_ENV: os.environ[STATE_URL_ENV]} if STATE_URL_ENV in os.environ else {}
+        apply = _ApplyPartitions(
+            self.topology, self.staging.root, dict(manifest), tasks, plan.txid, wanted, env
+        )
+        log.info(
+            "txid %d: applying %d staged partitions on Spark (%s)",
+            plan.txid,
+            len(tasks),
+            ", ".join(f"{n}: {len(e['files'])} files" for n, e in manifest["states"].items()),
+        )
+        frame = self.spark.range(0, len(tasks), 1, len(tasks)).mapInArrow(apply, _DDL)
+        try:
+            results = frame.collect()
+        except Exception as exc:
+            raise _commit_failure(exc, plan.txid) from exc
+        return self._new_values(tasks, results, wanted)
+
+    def reprocess(self, txid: int) -> Mapping[str, Any]:
+        """Process ``txid`` again on Spark (a new attempt); return its manifest."""
+        return self._reprocess(txid)
+
+    @staticmethod
+    def _new_values(
+        tasks: tuple[CommitTask, ...], results: list[Any], wanted: frozenset[str]
+    ) -> dict[str, Partitions]:
+        done = sorted(int(r["task"]) for r in results)
+        if done != list(range(len(tasks))):
+            msg = f"the Spark commit returned tasks {done}, expected 0..{len(tasks) - 1}"
+            raise BatchFailedError(msg)
+        new_values: dict[str, Partitions] = {
+            t.state: [[] for _ in range(t.count)] for t in tasks if t.state in wanted
+        }
+        for row in results:
+            task = tasks[int(row["task"])]
+            if task.state in wanted:
+                new_values[task.state][task.index] = pickle.loads(row["new_values"])
+        return new_values
+
+
+def _commit_failure(exc: BaseException, txid: int) -> TridentError:
+    error = batch_failure(exc, txid)
+    if isinstance(error, BatchFailedError) and str(error).startswith("Spark failed processing"):
+        first = next((ln for ln in str(exc).splitlines() if ln.strip()), type(exc).__name__)
+        msg = (
+            f"Spark failed committing batch txid {txid}: {first[:500]}; partitions applied "
+            f"so far keep their txid and a retry of the commit skips them"
+        )
+        return BatchFailedError(msg)
+    return error

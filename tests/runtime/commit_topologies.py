@@ -1,0 +1,81 @@
+"""Topologies the Spark-commit tests load by reference (``tests.runtime.commit_topologies:...``),
+as Spark executors do. Their state is the PostgreSQL database named by ``TRIDENT_STATE_URL``,
+read when the topology is built (after the test sets it; executors get it from the driver)."""
+
+from __future__ import annotations
+
+import os
+import random
+import tempfile
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from airflow_trident.errors import StateStoreUnavailableError
+from airflow_trident.operation import Consumer, Count, Split
+from airflow_trident.spout.memory import MemoryTransactionalSpout
+from airflow_trident.state.sql import sql_state
+from airflow_trident.topology import TridentTopology
+from airflow_trident.tuple import TridentTuple
+
+NAME = "spark_commit_words"
+TABLE = "spark_commit_counts"
+TAKE = 40
+WORDS = [f"w{i}" for i in range(300)]
+DATA = {
+    f"p{p}": [(" ".join(random.Random(p * 1000 + i).choices(WORDS, k=8)),) for i in range(TAKE * 4)]
+    for p in range(3)
+}
+FAIL_MARKER = Path(tempfile.gettempdir()) / f"{NAME}-fail-partition-1"
+"""While this file exists, making the state of partition 1 fails once (and removes it)."""
+
+
+def expected_counts(batches: int) -> Counter[str]:
+    """The counts after ``batches`` batches."""
+    return Counter(
+        w for rows in DATA.values() for (s,) in rows[: batches * TAKE] for w in s.split()
+    )
+
+
+class FailOnceOnPartition1:
+    """A state factory whose partition 1 fails once while :data:`FAIL_MARKER` exists."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def make_state(self, partition_index: int = 0, num_partitions: int = 1) -> Any:
+        if partition_index == 1 and FAIL_MARKER.exists():
+            FAIL_MARKER.unlink()
+            msg = "injected: the state database of partition 1 is unreachable"
+            raise StateStoreUnavailableError(msg)
+        return self.inner.make_state(partition_index, num_partitions)
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+
+class Seen(Consumer):
+    """Collects the new values the commit phase sees (on the driver)."""
+
+    rows: list[tuple[Any, ...]] = []  # noqa: RUF012 - shared on purpose
+
+    def accept(self, tuple_: TridentTuple) -> None:
+        Seen.rows.append(tuple(tuple_))
+
+
+def words() -> TridentTopology:
+    """sentences -> split -> group by word -> opaque count in PostgreSQL; new values peeked."""
+    topology = TridentTopology(NAME)
+    factory = sql_state(
+        os.environ["TRIDENT_STATE_URL"], TABLE, "opaque", key_fields=("word",), value_type="bigint"
+    )
+    counts = (
+        topology.new_stream("sentences", MemoryTransactionalSpout(DATA, ["sentence"], TAKE))
+        .each(["sentence"], Split(), ["word"])
+        .group_by(["word"])
+        .persistent_aggregate(FailOnceOnPartition1(factory), Count(), ["count"], name="counts")
+    )
+    counts.new_values_stream().peek(Seen())
+    return topology

@@ -1,0 +1,164 @@
+"""The commit phase on Spark (``commit_mode="spark"``): real Spark tasks apply the staged
+partitions to PostgreSQL state; the driver checks the order and advances ZooKeeper's committed
+txid. The topology is loaded by reference on the executors, as in production."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+import sqlalchemy as sa
+
+from airflow_trident.coordination.client import ZkConfig, connect
+from airflow_trident.coordination.paths import CoordinatorPaths
+from airflow_trident.coordination.store import CoordinatorStore
+from airflow_trident.errors import (
+    BatchIncompleteError,
+    CommitOrderError,
+    StateStoreUnavailableError,
+)
+from airflow_trident.runtime.ledger import CommitLedger
+from airflow_trident.runtime.reference import load_topology
+from airflow_trident.runtime.spark_job import commit_on_spark, process_on_spark
+from airflow_trident.runtime.staging import StagingArea
+from airflow_trident.runtime.steps import BatchSteps
+from tests.runtime import commit_topologies as ct
+
+pytestmark = pytest.mark.integration
+
+REFERENCE = "tests.runtime.commit_topologies:words"
+
+
+@pytest.fixture
+def uncoalesced(spark: Any) -> Iterator[None]:
+    """Keep every shuffle partition (a small test batch would be coalesced into one, so one
+    commit task): large batches have many."""
+    key = "spark.sql.adaptive.coalescePartitions.enabled"
+    before = spark.conf.get(key)
+    spark.conf.set(key, "false")
+    yield
+    spark.conf.set(key, before)
+
+
+@pytest.fixture
+def steps(
+    pg_url: str, zk_config: ZkConfig, tmp_path: Path, uncoalesced: None
+) -> Iterator[BatchSteps]:
+    os.environ["TRIDENT_STATE_URL"] = pg_url
+    engine = sa.create_engine(pg_url)
+    # emptied, not dropped: Spark's reused Python workers remember the table exists
+    for table in (ct.TABLE, "trident_commit_ledger"):
+        if sa.inspect(engine).has_table(table):
+            with engine.begin() as conn:
+                conn.execute(sa.text(f'DELETE FROM "{table}"'))
+    engine.dispose()
+    ct.FAIL_MARKER.unlink(missing_ok=True)
+    ct.Seen.rows.clear()
+    client = connect(zk_config)
+    store = CoordinatorStore(client, CoordinatorPaths(zk_config.root, ct.NAME))
+    store.delete_all()
+    topology = load_topology(REFERENCE)
+    yield BatchSteps(
+        topology,
+        store,
+        StagingArea(str(tmp_path / "staging"), topology.name),
+        ledger=CommitLedger(pg_url),
+    )
+    store.delete_all()
+    client.stop()
+    client.close()
+    ct.FAIL_MARKER.unlink(missing_ok=True)
+
+
+def stored(steps: BatchSteps) -> dict[str, tuple[int, int]]:
+    """word -> (count, txid) as the opaque state stores them."""
+    engine = sa.create_engine(os.environ["TRIDENT_STATE_URL"])
+    with engine.connect() as conn:
+        rows = conn.execute(sa.text(f'SELECT word, val, txid FROM "{ct.TABLE}"')).all()
+    engine.dispose()
+    return {r[0]: (int(r[1]), int(r[2])) for r in rows}
+
+
+def counts(steps: BatchSteps) -> dict[str, int]:
+    return {w: c for w, (c, _) in stored(steps).items()}
+
+
+def process(steps: BatchSteps, spark: Any, run_id: str) -> int:
+    txid = int(steps.begin(run_id)["txid"])
+    manifest = process_on_spark(steps, spark, txid, 0.0)
+    assert sum(len(s["files"]) for s in manifest["states"].values()) > 1  # several tasks
+    return txid
+
+
+def test_three_batches_committed_on_spark_count_every_word_once(
+    steps: BatchSteps, spark: Any
+) -> None:
+    for i in (1, 2, 3):
+        txid = process(steps, spark, f"r{i}")
+        summary = commit_on_spark(steps, spark, REFERENCE, txid, 0.0)
+        assert summary["applied"] is True
+        assert steps.store.committed_txid() == txid
+        assert counts(steps) == ct.expected_counts(i)
+        # the task's report, written next to the staged batch
+        assert steps.staging.read_commit_summary(txid)["keys_written"] == summary["keys_written"]
+    # the new values came back from the executors to the commit phase: every key of the last
+    # batch with its new count
+    last = {w: c for w, c in ct.Seen.rows[-summary["keys_written"]["counts"] :]}
+    assert last == {w: c for w, (c, tx) in stored(steps).items() if tx == 3}
+    assert steps.ledger is not None
+    assert [r["txid"] for r in steps.ledger.rows(ct.NAME)] == [1, 2, 3]
+
+
+def test_committed_txid_committed_again_on_spark_changes_nothing(
+    steps: BatchSteps, spark: Any
+) -> None:
+    txid = process(steps, spark, "r1")
+    commit_on_spark(steps, spark, REFERENCE, txid, 0.0)
+    before = stored(steps)
+    again = commit_on_spark(steps, spark, REFERENCE, txid, 0.0)
+    assert again["applied"] is False
+    assert stored(steps) == before
+
+
+def test_a_failed_partition_leaves_txid_uncommitted_and_the_retry_counts_once(
+    steps: BatchSteps, spark: Any
+) -> None:
+    txid = process(steps, spark, "r1")
+    ct.FAIL_MARKER.touch()
+    # the executor's own error crosses Spark's boundary, with its type
+    with pytest.raises(StateStoreUnavailableError, match="partition 1 is unreachable"):
+        commit_on_spark(steps, spark, REFERENCE, txid, 0.0)
+    assert not ct.FAIL_MARKER.exists()  # the failure really happened in a Spark task
+    assert steps.store.committed_txid() == 0
+    partial = stored(steps)
+    assert partial, "the other partitions committed before the job failed"
+    assert len(partial) < len(ct.expected_counts(1))
+    # the retry applies the missing partition; the applied ones skip by their stored txid
+    assert commit_on_spark(steps, spark, REFERENCE, txid, 0.0)["applied"] is True
+    assert counts(steps) == ct.expected_counts(1)
+    assert steps.store.committed_txid() == 1
+
+
+def test_spark_commit_refuses_a_truncated_staged_file(steps: BatchSteps, spark: Any) -> None:
+    txid = process(steps, spark, "r1")
+    attempt = steps.store.attempt(txid)
+    assert attempt is not None
+    manifest = steps.staging.read_manifest(attempt)
+    victim = next(f for f in manifest["states"]["counts"]["files"] if f["rows"] > 1)
+    table = pq.read_table(victim["path"])
+    pq.write_table(table.slice(0, table.num_rows - 1), victim["path"])
+    with pytest.raises(BatchIncompleteError, match="the manifest lists"):
+        commit_on_spark(steps, spark, REFERENCE, txid, 0.0)
+    assert steps.store.committed_txid() == 0
+
+
+def test_spark_commit_out_of_order_writes_nothing(steps: BatchSteps, spark: Any) -> None:
+    process(steps, spark, "r1")
+    second = process(steps, spark, "r2")
+    with pytest.raises(CommitOrderError, match="txid 1 must commit first"):
+        commit_on_spark(steps, spark, REFERENCE, second, 0.0)
+    assert stored(steps) == {}
