@@ -9,14 +9,24 @@ running scheduler executes the runs; commits stay strictly ordered whatever orde
 Airflow's own ``airflow backfill create --from-date --to-date`` creates runs by *date*: each
 begins a *new* txid (dates never name txids), so it processes new batches, it does not replay
 old ones. Use this command to replay txids.
+
+``airflow-trident rebuild package.module:topology --state NAME [--state NAME...] --from-txid N
+[--to-txid M] [--state-conn-id ID] [--source-topology NAME]`` fills *new* states from the batch
+archive (the ledger in the state database): it replays the committed txids N..M (default: the
+last committed) in-process into those states only, resuming where an earlier rebuild stopped
+(:mod:`airflow_trident.runtime.rebuild`). The state database is the Airflow connection
+``--state-conn-id`` or else ``TRIDENT_STATE_URL``.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
+
+from airflow_trident.errors import TridentError
 
 __all__ = ["main", "plan_backfill"]
 
@@ -92,6 +102,35 @@ def backfill(dag_id: str, from_txid: int, to_txid: int, *, dry_run: bool) -> int
     return 0
 
 
+def rebuild(args: argparse.Namespace) -> int:
+    """Replay archived txids into new states; print one line per txid."""
+    from airflow_trident.operators.steps import STATE_URL_ENV, state_url_from
+    from airflow_trident.runtime.ledger import CommitLedger
+    from airflow_trident.runtime.rebuild import rebuild_states
+    from airflow_trident.runtime.reference import load_topology
+    from airflow_trident.state.sql.engine import describe_url
+
+    url = state_url_from(args.state_conn_id) or os.environ.get(STATE_URL_ENV)
+    if not url:
+        msg = f"no state database: pass --state-conn-id or set {STATE_URL_ENV}"
+        raise ValueError(msg)
+    os.environ[STATE_URL_ENV] = url  # the topology's states and the ledger share it
+    topology = load_topology(args.topology)
+    ledger = CommitLedger(url)
+    source = args.source_topology or topology.name
+    to_txid = args.to_txid or ledger.last_txid(source)
+    print(f"rebuilding {', '.join(args.state)} of {topology.name} from the archive of {source} "
+          f"(txids {args.from_txid}..{to_txid}) in {describe_url(url)}")  # fmt: skip
+    summaries = rebuild_states(
+        topology, ledger, args.from_txid, to_txid, states=args.state, source_topology=source
+    )
+    for summary in summaries:
+        print(f"  txid {summary['txid']}: {summary['records_in']} records in, keys written "
+              f"{summary['keys_written']}")  # fmt: skip
+    print(f"done: {len(summaries)} txids applied" if summaries else "done: already rebuilt")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``airflow-trident``."""
     parser = argparse.ArgumentParser(prog="airflow-trident", description=__doc__.split("\n\n")[0])
@@ -101,10 +140,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     fill.add_argument("--from-txid", type=int, required=True)
     fill.add_argument("--to-txid", type=int, required=True)
     fill.add_argument("--dry-run", action="store_true")
+    build = commands.add_parser("rebuild", help="fill new states from the batch archive")
+    build.add_argument("topology", help="package.module:attribute")
+    build.add_argument("--state", action="append", required=True, help="a state to rebuild")
+    build.add_argument("--from-txid", type=int, default=1)
+    build.add_argument("--to-txid", type=int, default=None, help="default: last committed")
+    build.add_argument("--state-conn-id", default=None)
+    build.add_argument("--source-topology", default=None, help="whose archive (default: same)")
     args = parser.parse_args(argv)
     try:
+        if args.command == "rebuild":
+            return rebuild(args)
         return backfill(args.dag_id, args.from_txid, args.to_txid, dry_run=args.dry_run)
-    except (ValueError, LookupError) as exc:
+    except (ValueError, LookupError, TridentError) as exc:
         print(f"airflow-trident: {exc}", file=sys.stderr)
         return 2
 

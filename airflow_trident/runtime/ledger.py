@@ -1,5 +1,8 @@
 """The commit ledger: one row per committed batch in the state database, for people and
-dashboards (``SELECT * FROM trident_commit_ledger ORDER BY txid``).
+dashboards (``SELECT * FROM trident_commit_ledger ORDER BY txid``), and the batch archive: each
+row keeps the batch's metadata (every spout's, and every partition's), so a batch can be replayed
+long after ZooKeeper rotated it away — to rebuild a new state over a txid range
+(:mod:`airflow_trident.runtime.rebuild`).
 
 >>> ledger = CommitLedger("sqlite://")
 >>> ledger.record({"topology": "wc", "txid": 1, "attempt_id": 2, "records_in": 10,
@@ -16,9 +19,10 @@ from typing import Any
 
 import sqlalchemy as sa
 
-__all__ = ["LEDGER_TABLE", "CommitLedger"]
+__all__ = ["LEDGER_TABLE", "REBUILD_TABLE", "CommitLedger"]
 
 LEDGER_TABLE = "trident_commit_ledger"
+REBUILD_TABLE = "trident_rebuild_progress"
 
 _metadata = sa.MetaData()
 _ledger = sa.Table(
@@ -31,6 +35,17 @@ _ledger = sa.Table(
     sa.Column("records_in", sa.BigInteger, nullable=False),
     sa.Column("keys_written", sa.Text, nullable=False),
     sa.Column("emitted", sa.Text, nullable=False),
+    sa.Column("batch_meta", sa.Text, nullable=True),
+)
+
+
+_rebuilds = sa.Table(
+    REBUILD_TABLE,
+    _metadata,
+    sa.Column("topology", sa.String(63), primary_key=True),
+    sa.Column("state", sa.String(63), primary_key=True),
+    sa.Column("txid", sa.BigInteger, nullable=False),
+    sa.Column("rebuilt_at", sa.DateTime(timezone=True), nullable=False),
 )
 
 
@@ -47,12 +62,17 @@ class CommitLedger:
 
     def _table(self) -> sa.Table:
         if not self._created:
-            _metadata.create_all(self._engine, tables=[_ledger], checkfirst=True)
+            _metadata.create_all(self._engine, tables=[_ledger, _rebuilds], checkfirst=True)
+            columns = {c["name"] for c in sa.inspect(self._engine).get_columns(LEDGER_TABLE)}
+            if "batch_meta" not in columns:  # a ledger from before the batch archive
+                with self._engine.begin() as conn:
+                    conn.execute(sa.text(f"ALTER TABLE {LEDGER_TABLE} ADD COLUMN batch_meta TEXT"))
             self._created = True
         return _ledger
 
-    def record(self, summary: dict[str, Any]) -> None:
-        """Record a commit summary (``BatchSteps.commit``'s); a replay keeps the first row."""
+    def record(self, summary: dict[str, Any], batch_meta: dict[str, Any] | None = None) -> None:
+        """Record a commit summary (``BatchSteps.commit``'s) and the batch's metadata; a replay
+        keeps the first row."""
         table = self._table()
         key = {"topology": summary["topology"], "txid": summary["txid"]}
         row = {
@@ -62,6 +82,7 @@ class CommitLedger:
             "records_in": summary["records_in"],
             "keys_written": json.dumps(summary["keys_written"], sort_keys=True),
             "emitted": json.dumps(summary["emitted"], sort_keys=True),
+            "batch_meta": None if batch_meta is None else json.dumps(batch_meta, sort_keys=True),
         }
         with self._engine.begin() as conn:
             exists = conn.execute(
@@ -80,3 +101,43 @@ class CommitLedger:
                 sa.select(table).where(table.c.topology == topology).order_by(table.c.txid)
             )
             return [dict(r._mapping) for r in result]
+
+    def batch_meta(self, topology: str, txid: int) -> dict[str, Any] | None:
+        """The archived metadata of committed batch ``txid`` (``None`` if not recorded)."""
+        table = self._table()
+        with self._engine.connect() as conn:
+            text = conn.execute(
+                sa.select(table.c.batch_meta).where(
+                    table.c.topology == topology, table.c.txid == txid
+                )
+            ).scalar()
+        return None if text is None else dict(json.loads(text))
+
+    def last_txid(self, topology: str) -> int:
+        """The newest txid recorded for ``topology`` (0 if none)."""
+        table = self._table()
+        with self._engine.connect() as conn:
+            found = conn.execute(
+                sa.select(sa.func.max(table.c.txid)).where(table.c.topology == topology)
+            ).scalar()
+        return int(found or 0)
+
+    def rebuilt_txid(self, topology: str, state: str) -> int:
+        """The last txid a rebuild applied to ``state`` of ``topology`` (0 if none)."""
+        self._table()
+        with self._engine.connect() as conn:
+            found = conn.execute(
+                sa.select(_rebuilds.c.txid).where(
+                    _rebuilds.c.topology == topology, _rebuilds.c.state == state
+                )
+            ).scalar()
+        return int(found or 0)
+
+    def record_rebuilt(self, topology: str, state: str, txid: int) -> None:
+        """Record that a rebuild applied txids up to ``txid`` to ``state``."""
+        self._table()
+        key = (_rebuilds.c.topology == topology) & (_rebuilds.c.state == state)
+        values = {"txid": txid, "rebuilt_at": datetime.now(UTC)}
+        with self._engine.begin() as conn:
+            if conn.execute(sa.update(_rebuilds).where(key).values(**values)).rowcount == 0:
+                conn.execute(_rebuilds.insert().values(topology=topology, state=state, **values))

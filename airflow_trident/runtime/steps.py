@@ -33,7 +33,7 @@ from airflow_trident.runtime.local import (
 )
 from airflow_trident.runtime.result import Partitions
 from airflow_trident.runtime.staging import StagingArea
-from airflow_trident.spout.opaque import StaleBatchError
+from airflow_trident.spout.opaque import OpaquePartitionedSpoutExecutor, StaleBatchError
 from airflow_trident.spout.partitioned import PartitionedTransactionalSpoutExecutor
 from airflow_trident.topology import TridentTopology
 
@@ -235,9 +235,22 @@ class BatchSteps:
             "metas": dict(plan.metas),
         }
         if outcome.applied and self.ledger is not None:
-            self.ledger.record(summary)
+            self.ledger.record(summary, self.archived_batch(plan))
         log.info("txid %d committed: %s", txid, summary)
         return summary
+
+    def archived_batch(self, plan: BatchPlan) -> dict[str, Any]:
+        """What replays batch ``plan.txid`` later (kept in the ledger): each spout's metadata
+        and, for partitioned spouts, each partition's."""
+        spouts: dict[str, Any] = {}
+        for name, spout in self.coordinator.spouts.items():
+            entry: dict[str, Any] = {"meta": plan.metas[name]}
+            if isinstance(
+                spout, (PartitionedTransactionalSpoutExecutor, OpaquePartitionedSpoutExecutor)
+            ):
+                entry["partitions"] = spout.batch_partitions(plan.txid, plan.metas[name])
+            spouts[name] = entry
+        return {"spouts": spouts}
 
     def apply_staged(self, plan: BatchPlan, manifest: Mapping[str, Any]) -> dict[str, Partitions]:
         """Apply every staged partition of ``manifest`` here, each in its own state commit;

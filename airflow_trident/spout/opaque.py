@@ -14,7 +14,7 @@ If batch N is re-emitted with different content, any later batch built on N's ol
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from airflow_trident.coordination.attempt import TransactionAttempt
@@ -175,6 +175,18 @@ class OpaquePartitionedSpoutExecutor:
                     f"batch was re-emitted differently); re-process txid {txid} before commit"
                 )
                 raise StaleBatchError(msg)
+
+    def batch_partitions(self, txid: int, meta: Any) -> dict[str, Any]:
+        """Each partition's ``{"start", "end"}`` of batch ``txid`` (the batch archive keeps
+        it, so the batch can be re-emitted from the same start later)."""
+        return {p: self.state.get(p, txid) for p in self.partitions(meta)}
+
+    def restore_batch(self, txid: int, partitions: Mapping[str, Any]) -> None:
+        """Make the next emit of ``txid`` start each partition where the archived batch did
+        (from :meth:`batch_partitions`); an opaque source may give other tuples by now."""
+        for partition, staged in partitions.items():
+            if staged is not None:
+                self.state.put_committed(partition, {"txid": txid - 1, "meta": staged["start"]})
 
     def committed_metas(self, txid: int, meta: Any) -> dict[str, Any]:
         """Partition -> committed value (``{"txid", "meta"}``) that batch ``txid`` leaves."""

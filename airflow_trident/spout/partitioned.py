@@ -8,7 +8,7 @@ user's coordinator and emitter.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from airflow_trident.coordination.attempt import TransactionAttempt
@@ -171,3 +171,16 @@ class PartitionedTransactionalSpoutExecutor:
     def emitted(self, txid: int) -> bool:
         """Whether batch ``txid`` was emitted (its partition ranges are fixed)."""
         return self.state.get(EMITTED, txid) is not None
+
+    def batch_partitions(self, txid: int, meta: Any) -> dict[str, Any]:
+        """Each partition's fixed metadata of emitted batch ``txid`` (the batch archive keeps
+        it, so the batch can be replayed after ZooKeeper rotated it away)."""
+        partitions = self.spout.get_partitioned_emitter().get_ordered_partitions(meta)
+        return {p: self.state.get(p, txid) for p in partitions}
+
+    def restore_batch(self, txid: int, partitions: Mapping[str, Any]) -> None:
+        """Make the next emit of ``txid`` replay exactly ``partitions`` (from
+        :meth:`batch_partitions`)."""
+        for partition, partition_meta in partitions.items():
+            if partition_meta is not None:
+                self.state.put(partition, txid, partition_meta)
