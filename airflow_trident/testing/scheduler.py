@@ -179,6 +179,14 @@ class AirflowCluster:
         run_id: str = answer["dag_run_id"]
         return run_id
 
+    def clear_run(self, dag_id: str, run_id: str) -> list[str]:
+        """Clear every task of run ``run_id``, as the UI's "Clear" on a run does (the run goes
+        back to queued and the scheduler runs its tasks again); returns the task ids cleared."""
+        body = {"dag_run_id": run_id, "dry_run": False, "only_failed": False,
+                "reset_dag_runs": True}  # fmt: skip
+        answer = self.api("POST", f"/api/v2/dags/{dag_id}/clearTaskInstances", body)
+        return sorted(ti["task_id"] for ti in answer.get("task_instances", []))
+
     def airflow(self, *args: str, timeout_s: float = 120.0) -> subprocess.CompletedProcess[str]:
         """Run an ``airflow`` CLI command against this cluster."""
         extra = {k: v for k, v in self.env.items() if k not in self.home.overrides}

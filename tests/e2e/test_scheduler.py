@@ -7,8 +7,10 @@ overlaps, commits stay in txid order (the commit defers to the triggerer until t
 runs are triggered instead (manual runs, ``logical_date`` None, as ``airflow dags trigger``;
 with logical dates, the commit's ``depends_on_past`` can deadlock against the txid order).
 ``retries=1``: under load Airflow 3.3 may fail a commit resumed from deferral (a late executor
-event of the deferring try); its retry finds the txid committed or commits it once.
-Slow: ~1.5 min (~12 s to start Airflow, ~65-75 s for the runs on 2 cores).
+event of the deferring try); its retry finds the txid committed or commits it once. Then the
+committed run of txid 2 is cleared through the REST API (what the UI's "Clear" does): it runs
+again and changes no state.
+Slow: ~2 min (~12 s to start Airflow, ~65-75 s for the runs on 2 cores, ~25 s for the clear).
 """
 
 from __future__ import annotations
@@ -130,6 +132,28 @@ def timeline(af: AirflowCluster, txids: dict[str, int], origin: datetime) -> str
     return "\n".join(lines)
 
 
+def xcom(af: AirflowCluster, run_id: str, task_id: str) -> dict[str, object]:
+    """The return value a task of ``run_id`` left in XCom."""
+    ((value,),) = af.query(
+        "SELECT value FROM xcom WHERE dag_id = %s AND run_id = %s AND task_id = %s "
+        "AND key = 'return_value'",
+        (DAG_ID, run_id, task_id),
+    )
+    return dict(value if isinstance(value, dict) else json.loads(value))
+
+
+def state_snapshot(state_db: Path, topology: str) -> tuple[object, ...]:
+    """Every stored (word, count, txid) and ledger row (txid, attempt, keys written)."""
+    with sqlite3.connect(state_db) as db:
+        state = sorted(db.execute(f'SELECT word, val, txid FROM "{topology}"').fetchall())
+        ledger = db.execute(
+            "SELECT txid, attempt_id, keys_written FROM trident_commit_ledger "
+            "WHERE topology = ? ORDER BY txid",
+            (topology,),
+        ).fetchall()
+    return tuple(state), tuple(ledger)
+
+
 def begin_txids(af: AirflowCluster) -> dict[str, int]:
     """run id -> txid, from the begin tasks' XComs."""
     rows = af.query(
@@ -181,6 +205,24 @@ def test_pipelined_runs_under_a_real_scheduler(tmp_path: Path, zk_hosts: str, pg
         overlaps = overlapping(processes)
         print(f"overlapping process tasks: {overlaps}")
         assert overlaps, f"no two process tasks overlapped in time\n{describe}"
+
+        # The UI's "Clear" on a committed run (txid 2, with later txids committed): every task
+        # runs again — the same txid is re-bound, re-processed as a new attempt — and the
+        # commit changes nothing.
+        before = state_snapshot(state_db, topology)
+        run_2 = next(run_id for run_id, txid in txids.items() if txid == 2)
+        cleared = af.clear_run(DAG_ID, run_2)
+        assert "batch.commit" in cleared, cleared
+        try:
+            (again,) = af.wait_for_runs(DAG_ID, [run_2], timeout_s=300)
+        except TimeoutError as error:
+            pytest.fail(str(error))
+        assert again.state == "success", af.describe(DAG_ID)
+        assert begin_txids(af)[run_2] == 2
+        retried = {t.task_id: t.try_number for t in af.task_instances(DAG_ID) if t.run_id == run_2}
+        assert retried["batch.process"] >= 2, retried
+        assert xcom(af, run_2, "batch.commit")["applied"] is False
+        assert state_snapshot(state_db, topology) == before
 
     with sqlite3.connect(state_db) as db:
         counts = dict(db.execute(f'SELECT word, val FROM "{topology}"').fetchall())
