@@ -31,7 +31,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from airflow.sdk import DAG, TaskGroup
+from airflow.sdk import DAG, BaseOperator, TaskGroup
 
 from airflow_trident.errors import ConfigurationError
 from airflow_trident.operators.batch import (
@@ -40,11 +40,14 @@ from airflow_trident.operators.batch import (
     BeginBatchOperator,
     CommitBatchOperator,
 )
+from airflow_trident.operators.connect import ConnectProcessBatchOperator
 from airflow_trident.operators.process import ProcessBatchOperator
 from airflow_trident.runtime.reference import load_topology
 from airflow_trident.sensors.ready import BatchReadySensor
 
-__all__ = ["default_staging_root", "trident_batch", "trident_dag"]
+__all__ = ["PROCESS_MODES", "default_staging_root", "trident_batch", "trident_dag"]
+
+PROCESS_MODES = ("submit", "connect")
 
 _DOCS = {
     "wait_ready": "Waits until every spout's coordinator says the next batch may start.",
@@ -54,8 +57,9 @@ _DOCS = {
         "spout's batch metadata. XCom: txid, attempt, metadata."
     ),
     "process": (
-        "The processing phase, on Spark: emits the batch (a new attempt id every run), runs the "
-        "topology's plan and stages the results plus a manifest. Safe to retry."
+        "The processing phase, on Spark (spark-submit, or a Spark Connect server): emits the "
+        "batch (a new attempt id every run), runs the topology's plan and stages the results "
+        "plus a manifest. Safe to retry."
     ),
     "commit": (
         "The commit phase, strictly in txid order: waits until txid-1 is committed, checks the "
@@ -91,6 +95,8 @@ def trident_batch(
     py_files: str | None = None,
     keep_txids: int = 16,
     spark_commit_min_rows: int = 1_000_000,
+    process_mode: str = "submit",
+    spark_connect_conn_id: str = "spark_connect_default",
 ) -> TaskGroup:
     """The tasks of one batch of ``topology`` (``module:attribute``) as a TaskGroup.
 
@@ -98,12 +104,22 @@ def trident_batch(
     ``"worker"`` applies the staged partitions in the commit task, ``"spark"`` in a Spark job
     (one Spark task per staged partition; for large batches), ``"auto"`` picks Spark when the
     batch staged at least ``spark_commit_min_rows`` rows (see :class:`CommitBatchOperator`).
+    ``process_mode``: ``"submit"`` runs each batch's processing as a ``spark-submit`` job,
+    ``"connect"`` on a running Spark Connect server (``spark_connect_conn_id``), which saves a
+    JVM start per batch (see :class:`ConnectProcessBatchOperator`).
 
     Raises
     ------
     ConfigurationError
-        For an unknown ``commit_mode`` or a topology that cannot be imported.
+        For an unknown ``commit_mode`` or ``process_mode``, or a topology that cannot be
+        imported.
     """
+    if process_mode not in PROCESS_MODES:
+        msg = (
+            f"process_mode {process_mode!r} is not one of {', '.join(PROCESS_MODES)}: 'submit' "
+            f"runs spark-submit per batch, 'connect' uses a Spark Connect server"
+        )
+        raise ConfigurationError(msg)
     if commit_mode not in COMMIT_MODES:
         msg = (
             f"commit_mode {commit_mode!r} is not one of {', '.join(COMMIT_MODES)}: 'worker' "
@@ -129,11 +145,19 @@ def trident_batch(
             task_id="begin", state_conn_id=state_conn_id, keep_txids=keep_txids,
             doc_md=_DOCS["begin"], **common,
         )  # fmt: skip
-        process = ProcessBatchOperator(
-            task_id="process", spark_conn_id=spark_conn_id, state_conn_id=state_conn_id,
-            begin_task_id=begin_id, conf=spark_conf, py_files=py_files,
-            name=f"trident-{name}", doc_md=_DOCS["process"], **common,
-        )  # fmt: skip
+        process: BaseOperator
+        if process_mode == "connect":
+            process = ConnectProcessBatchOperator(
+                task_id="process", spark_connect_conn_id=spark_connect_conn_id,
+                state_conn_id=state_conn_id, begin_task_id=begin_id, doc_md=_DOCS["process"],
+                **common,
+            )  # fmt: skip
+        else:
+            process = ProcessBatchOperator(
+                task_id="process", spark_conn_id=spark_conn_id, state_conn_id=state_conn_id,
+                begin_task_id=begin_id, conf=spark_conf, py_files=py_files,
+                name=f"trident-{name}", doc_md=_DOCS["process"], **common,
+            )  # fmt: skip
         commit = CommitBatchOperator(
             task_id="commit", state_conn_id=state_conn_id, begin_task_id=begin_id,
             deferrable=deferrable, keep_txids=keep_txids, doc_md=_DOCS["commit"],
@@ -165,7 +189,8 @@ def trident_dag(
     ``max_active_batches`` is Trident's max spout pending: that many runs process at once,
     while commits stay strictly ordered. Other keyword arguments go to :func:`trident_batch`
     (``spark_conn_id``, ``zookeeper_conn_id``, ``state_conn_id``, ``staging_root``,
-    ``commit_mode``, ``spark_commit_min_rows``, ``deferrable``, ``spark_conf``, ``py_files``).
+    ``commit_mode``, ``spark_commit_min_rows``, ``process_mode``, ``spark_connect_conn_id``,
+    ``deferrable``, ``spark_conf``, ``py_files``).
     """
     name = load_topology(topology).name
     if max_active_batches < 1:

@@ -140,8 +140,24 @@ def get_provider_info() -> dict[str, Any]:
                 ],
             }
         ],
-        "operators": [],
-        "sensors": [],
-        "triggers": [],
+        "operators": [
+            {
+                "integration-name": _INTEGRATION,
+                "python-modules": [
+                    "airflow_trident.operators.batch",
+                    "airflow_trident.operators.process",
+                    "airflow_trident.operators.connect",
+                ],
+            }
+        ],
+        "sensors": [
+            {"integration-name": _INTEGRATION, "python-modules": ["airflow_trident.sensors.ready"]}
+        ],
+        "triggers": [
+            {
+                "integration-name": _INTEGRATION,
+                "python-modules": ["airflow_trident.triggers.zookeeper"],
+            }
+        ],
         "connection-types": [copy.deepcopy(entry) for entry in _CONNECTION_TYPES],
     }

@@ -55,3 +55,20 @@ def test_spark_commit_mode_reaches_the_commit_task() -> None:
     commit = dag.get_task("batch.commit")
     assert (commit.commit_mode, commit.spark_commit_min_rows) == ("auto", 10)
     assert commit.spark_conf == {"spark.executor.memory": "2g"}
+
+
+def test_connect_process_mode_makes_a_connect_process_task() -> None:
+    from airflow_trident.dag import trident_dag
+    from airflow_trident.errors import ConfigurationError
+    from airflow_trident.operators.connect import ConnectProcessBatchOperator
+
+    dag = trident_dag(
+        "airflow_trident.examples.topologies:word_count",
+        process_mode="connect",
+        spark_connect_conn_id="my_connect",
+    )
+    process = dag.get_task("batch.process")
+    assert isinstance(process, ConnectProcessBatchOperator)
+    assert process.spark_connect_conn_id == "my_connect"
+    with pytest.raises(ConfigurationError, match="process_mode 'local' is not one of"):
+        trident_dag("airflow_trident.examples.topologies:word_count", process_mode="local")

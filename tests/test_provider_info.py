@@ -124,3 +124,12 @@ def test_airflow_registers_the_custom_connection_fields(airflow_home: AirflowHom
         "extra__trident_zookeeper__session_timeout",
         "extra__trident_state__dialect",
     }
+
+
+def test_listed_modules_import() -> None:
+    info = get_provider_info()
+    for kind in ("hooks", "operators", "sensors", "triggers"):
+        modules = [m for entry in info[kind] for m in entry["python-modules"]]
+        assert modules, kind
+        for module in modules:
+            importlib.import_module(module)

@@ -8,6 +8,7 @@ import os
 import sqlite3
 import uuid
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ import pytest
 import sqlalchemy as sa
 
 from airflow_trident.testing.airflow import AirflowHome, prepare_airflow_home, run_dag_test
+from airflow_trident.testing.connect import running_connect_server
 from airflow_trident.testing.topologies import E2E_DATA
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
@@ -187,3 +189,50 @@ def test_spark_commit_runs_give_exact_counts_and_a_replay_changes_nothing(
     replay = pg_deployment.run(conf={"txid": 2})
     assert replay.ok, replay.describe()
     assert pg_deployment.counts() == before
+
+
+CONNECT_DAG_ID = "e2e_word_count_connect"
+CONNECT_DAG_FILE = """
+from datetime import timedelta
+from airflow_trident.dag import trident_dag
+
+dag = trident_dag(
+    "airflow_trident.testing.topologies:e2e_word_count",
+    dag_id="e2e_word_count_connect",
+    process_mode="connect",
+    spark_connect_conn_id="e2e_connect",
+    retries=1,
+    retry_delay=timedelta(seconds=1),
+)
+"""
+
+
+@pytest.fixture(scope="module")
+def connect_deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+    hosts = os.environ.get("TRIDENT_ZK_HOSTS")
+    if not hosts:
+        pytest.skip("TRIDENT_ZK_HOSTS unset: run `bash scripts/test.sh`")
+    root = tmp_path_factory.mktemp("e2e_connect")
+    with running_connect_server(root / "connect") as url:
+        deployment = Deployment(root, hosts, dag_id=CONNECT_DAG_ID, dag_file=CONNECT_DAG_FILE)
+        host, _, port = url.rpartition(":")
+        deployment.env["AIRFLOW_CONN_E2E_CONNECT"] = json.dumps(
+            {"conn_type": "spark_connect", "host": host, "port": int(port)}
+        )
+        yield deployment
+
+
+def test_connect_process_mode_runs_give_exact_counts_and_a_replay_changes_nothing(
+    connect_deployment: Deployment,
+) -> None:
+    for i in (1, 2, 3):
+        result = connect_deployment.run()
+        assert result.ok, result.describe()
+        assert connect_deployment.counts() == expected(i)
+    # no spark-submit ran: the process task talked to the Connect server
+    assert "spark-submit" not in result.process.stdout + result.process.stderr
+    assert "on Spark Connect" in result.process.stdout + result.process.stderr
+    before = connect_deployment.counts()
+    replay = connect_deployment.run(conf={"txid": 2})
+    assert replay.ok, replay.describe()
+    assert connect_deployment.counts() == before

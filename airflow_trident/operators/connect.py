@@ -1,0 +1,97 @@
+"""The process task on a long-lived Spark Connect server (``process_mode="connect"``).
+
+A ``spark-submit`` per batch starts a JVM and a SparkSession each time (seconds, before any
+work). With Spark Connect the task itself is the Spark driver's client: it connects to a running
+server (the Spark provider's ``spark_connect`` connection), emits the batch, runs the same plan
+with the same runtime (only DataFrame APIs Connect supports are used) and stages the results, in
+the Airflow worker's process. The server's Python workers run the topology's user code: they
+must import ``airflow_trident`` and the topology's modules (run the server with the same Python
+environment), and the staging root must be reachable by the server and the worker alike.
+
+The connection's token travels inside the ``sc://`` URL handed to pyspark, never to a log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from airflow.sdk import BaseOperator
+
+from airflow_trident.operators.steps import open_steps, txid_of
+
+__all__ = ["ConnectProcessBatchOperator"]
+
+
+class ConnectProcessBatchOperator(BaseOperator):
+    """Process this run's batch on a Spark Connect server: emit, run the plan, stage results.
+
+    Every run of this task is a new attempt, as with :class:`ProcessBatchOperator
+    <airflow_trident.operators.process.ProcessBatchOperator>`; XCom: the same summary.
+
+    :param topology: ``package.module:attribute`` of the topology (templated).
+    :param staging_root: where results are staged (templated; the server writes there).
+    :param spark_connect_conn_id: a ``spark_connect`` connection (host ``sc://host``, port,
+        token in the password).
+    :param emit_wait_s: how long a transactional partitioned spout's emit waits for txid-1's.
+    """
+
+    template_fields: Sequence[str] = ("topology", "staging_root")
+    ui_color = "#fdf8e8"
+
+    def __init__(
+        self,
+        *,
+        topology: str,
+        staging_root: str,
+        zookeeper_conn_id: str = "trident_zookeeper_default",
+        spark_connect_conn_id: str = "spark_connect_default",
+        state_conn_id: str | None = None,
+        begin_task_id: str = "begin",
+        emit_wait_s: float = 600.0,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.topology = topology
+        self.staging_root = staging_root
+        self.zookeeper_conn_id = zookeeper_conn_id
+        self.spark_connect_conn_id = spark_connect_conn_id
+        self.state_conn_id = state_conn_id
+        self.begin_task_id = begin_task_id
+        self.emit_wait_s = emit_wait_s
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
+        from pyspark.sql import SparkSession
+
+        from airflow_trident.runtime.spark_job import process_on_spark
+
+        txid = txid_of(context, self.begin_task_id)
+        url = SparkConnectHook(conn_id=self.spark_connect_conn_id).get_connection_url()
+        self.log.info(
+            "processing txid %d of %s on Spark Connect (connection %s)",
+            txid,
+            self.topology,
+            self.spark_connect_conn_id,
+        )
+        spark = SparkSession.builder.remote(url).getOrCreate()
+        try:
+            with open_steps(
+                self.topology,
+                zookeeper_conn_id=self.zookeeper_conn_id,
+                staging_root=self.staging_root,
+                state_conn_id=self.state_conn_id,
+            ) as steps:
+                manifest = process_on_spark(steps, spark, txid, self.emit_wait_s)
+        finally:
+            spark.stop()
+        summary = {
+            "txid": txid,
+            "attempt_id": manifest["attempt_id"],
+            "emitted": manifest["emitted"],
+            "records_in": sum(sum(p.values()) for p in manifest["emitted"].values()),
+            "staged_rows": {n: sum(f["rows"] for f in s["files"])
+                            for n, s in manifest["states"].items()},
+        }  # fmt: skip
+        self.log.info("txid %d processed: %s", txid, summary)
+        return summary

@@ -1,0 +1,121 @@
+"""A local Spark Connect server for tests, benchmarks and demos (``process_mode="connect"``).
+
+The server ships in the pyspark wheel (``pyspark/sbin/start-connect-server.sh``). It runs in the
+foreground of its own process group, bound to loopback, with this interpreter as its Python
+workers' (they import ``airflow_trident`` and the topologies), logs under the work directory,
+and is warmed up (its first query costs seconds) before it is handed out. Stopping kills the
+process group this helper started, nothing else.
+
+Example (starts a JVM: ~10 s)::
+
+    with running_connect_server(Path("/tmp/sc")) as url:   # "sc://127.0.0.1:<port>"
+        spark = SparkSession.builder.remote(url).getOrCreate()
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+__all__ = ["running_connect_server"]
+
+_WARM_UP = """
+import sys
+from pyspark.sql import SparkSession
+spark = SparkSession.builder.remote(sys.argv[1]).getOrCreate()
+spark.range(1000).selectExpr("sum(id)").collect()
+spark.stop()
+"""
+
+
+def _free_port() -> int:
+    with contextlib.closing(socket.socket()) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _listening(port: int) -> bool:
+    with contextlib.closing(socket.socket()) as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+@contextlib.contextmanager
+def running_connect_server(
+    work_dir: Path,
+    *,
+    master: str = "local[2]",
+    port: int | None = None,
+    conf: dict[str, str] | None = None,
+    timeout_s: float = 120.0,
+) -> Iterator[str]:
+    """Start a Spark Connect server; yield its ``sc://`` URL; stop it.
+
+    Raises
+    ------
+    RuntimeError
+        If the server exits or does not answer within ``timeout_s`` (with its log's tail).
+    """
+    import pyspark
+
+    port = port or _free_port()
+    work_dir.mkdir(parents=True, exist_ok=True)
+    script = Path(pyspark.__file__).parent / "sbin" / "start-connect-server.sh"
+    settings = {
+        "spark.connect.grpc.binding.address": "127.0.0.1",
+        "spark.connect.grpc.binding.port": str(port),
+        "spark.ui.enabled": "false",
+        "spark.sql.shuffle.partitions": "4",
+        "spark.driver.bindAddress": "127.0.0.1",
+        **(conf or {}),
+    }
+    args = ["bash", str(script), "--wait", "--master", master]
+    for key, value in settings.items():
+        args += ["--conf", f"{key}={value}"]
+    env = {
+        **os.environ,
+        "SPARK_LOG_DIR": str(work_dir),
+        "SPARK_PID_DIR": str(work_dir),
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "PYSPARK_PYTHON": sys.executable,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+    log_path = work_dir / "connect-server.log"
+    with log_path.open("ab") as log:
+        process = subprocess.Popen(
+            args, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
+    url = f"sc://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout_s
+        while not _listening(port):
+            if process.poll() is not None or time.monotonic() > deadline:
+                tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-30:])
+                msg = f"the Spark Connect server did not start on port {port}:\n{tail}"
+                raise RuntimeError(msg)
+            time.sleep(0.5)
+        subprocess.run(
+            [sys.executable, "-c", _WARM_UP, url],
+            check=True,
+            env=env,
+            capture_output=True,
+            timeout=timeout_s,
+        )
+        yield url
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
