@@ -1,5 +1,8 @@
 """Batches per minute through a real Airflow scheduler: 4 pipelined runs against 1 at a time.
 
+``--process-mode connect`` (the default) processes batches on a Spark Connect server started
+once before Airflow; ``submit`` runs a ``spark-submit`` per batch.
+
 One Airflow (scheduler, DAG processor, triggerer, API server; LocalExecutor with
 ``--parallelism`` worker slots) on a fresh PostgreSQL metadata database serves two DAGs of the
 same small word-count topology (``airflow_trident.testing.topologies:e2e_word_count``), each
@@ -21,6 +24,7 @@ Last line: ``ratio=<pipelined batches per minute / serial batches per minute>`` 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sqlite3
@@ -33,6 +37,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+from airflow_trident.testing.connect import running_connect_server
 from airflow_trident.testing.scheduler import AirflowCluster, RunInfo, running_airflow
 from airflow_trident.testing.topologies import E2E_DATA
 
@@ -50,6 +55,8 @@ dag = trident_dag(
     schedule=None,
     max_active_batches={batches},
     spark_conn_id="spark_local",
+    process_mode="{process_mode}",
+    spark_connect_conn_id="bench_connect",
     retries=1,
     retry_delay=timedelta(seconds=1),
 )
@@ -167,6 +174,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--batches", type=int, default=8, help="runs per phase (<= 10: data)")
     parser.add_argument("--parallelism", type=int, default=4, help="[core] parallelism")
+    parser.add_argument(
+        "--process-mode",
+        choices=("submit", "connect"),
+        default="connect",
+        help="spark-submit per batch, or a Spark Connect server started once (default)",
+    )
     args = parser.parse_args()
     pg_url = os.environ.get("TRIDENT_PG_URL")
     zk_hosts = os.environ.get("TRIDENT_ZK_HOSTS", "127.0.0.1:2181")
@@ -183,7 +196,12 @@ def main() -> int:
     ]
     for p in phases:
         (dags / f"{p.dag_id}.py").write_text(
-            DAG.format(topology=p.topology, dag_id=p.dag_id, batches=p.max_active)
+            DAG.format(
+                topology=p.topology,
+                dag_id=p.dag_id,
+                batches=p.max_active,
+                process_mode=args.process_mode,
+            )
         )
     host, _, port = zk_hosts.partition(":")
     state_db = work / "state.db"
@@ -196,12 +214,20 @@ def main() -> int:
         "TRIDENT_STAGING_ROOT": str(work / "staging"),
         "SPARK_LOCAL_IP": "127.0.0.1",
     }  # fmt: skip
-    print(f"work dir {work}; {os.cpu_count()} cores; parallelism {args.parallelism}", flush=True)
+    print(f"work dir {work}; {os.cpu_count()} cores; parallelism {args.parallelism}; "
+          f"process mode {args.process_mode}", flush=True)  # fmt: skip
     started = time.monotonic()
-    with running_airflow(
-        work, pg_url=pg_url, dags_folder=dags, env=env, parallelism=args.parallelism,
-        expect_dags=[p.dag_id for p in phases],
-    ) as af:  # fmt: skip
+    with contextlib.ExitStack() as stack:
+        if args.process_mode == "connect":
+            url = stack.enter_context(running_connect_server(work / "connect-server"))
+            server_host, _, server_port = url.rpartition(":")
+            env["AIRFLOW_CONN_BENCH_CONNECT"] = json.dumps(
+                {"conn_type": "spark_connect", "host": server_host, "port": int(server_port)}
+            )
+        af = stack.enter_context(running_airflow(
+            work, pg_url=pg_url, dags_folder=dags, env=env, parallelism=args.parallelism,
+            expect_dags=[p.dag_id for p in phases],
+        ))  # fmt: skip
         print(f"airflow ready in {time.monotonic() - started:.1f}s", flush=True)
         for p in phases:
             af.unpause(p.dag_id)

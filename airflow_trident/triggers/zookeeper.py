@@ -4,6 +4,7 @@ and for a spout to be ready."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -16,21 +17,17 @@ from airflow_trident.hooks.zookeeper import ZooKeeperHook
 __all__ = ["BatchReadyTrigger", "CommittedTxidTrigger"]
 
 
-def _committed_txid(zookeeper_conn_id: str, topology: str) -> int:
-    with ZooKeeperHook(zookeeper_conn_id=zookeeper_conn_id) as hook:
-        config = hook.get_config()
-        store = CoordinatorStore(hook.get_conn(), CoordinatorPaths(config.root, topology))
-        return store.committed_txid()
-
-
 class CommittedTxidTrigger(BaseTrigger):
     """Fires when topology ``topology``'s committed txid reaches ``txid``.
 
+    It keeps one ZooKeeper session and a watch on the committed-txid node, so it wakes as soon
+    as the previous commit lands (ordered commits form a chain: every second lost here is lost
+    per batch); ``poll_interval`` is only the fallback re-check should a notification be missed.
     Only ids are serialised (no credentials): the triggerer reads the connection itself.
     """
 
     def __init__(
-        self, *, zookeeper_conn_id: str, topology: str, txid: int, poll_interval: float = 2.0
+        self, *, zookeeper_conn_id: str, topology: str, txid: int, poll_interval: float = 10.0
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self.zookeeper_conn_id = zookeeper_conn_id
@@ -50,20 +47,34 @@ class CommittedTxidTrigger(BaseTrigger):
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        while True:
-            committed = await asyncio.to_thread(
-                _committed_txid, self.zookeeper_conn_id, self.topology
-            )
-            if committed >= self.txid:
-                yield TriggerEvent({"status": "committed", "committed_txid": committed})  # type: ignore[no-untyped-call]
-                return
-            self.log.info(
-                "topology %s: waiting for txid %d to commit (committed: %d)",
-                self.topology,
-                self.txid,
-                committed,
-            )
-            await asyncio.sleep(self.poll_interval)
+        loop = asyncio.get_running_loop()
+        changed = asyncio.Event()
+        hook = ZooKeeperHook(zookeeper_conn_id=self.zookeeper_conn_id)
+        try:
+            client = await asyncio.to_thread(hook.get_conn)
+            config = hook.get_config()
+            store = CoordinatorStore(client, CoordinatorPaths(config.root, self.topology))
+
+            def on_change(data: Any, stat: Any) -> None:  # kazoo's thread
+                loop.call_soon_threadsafe(changed.set)
+
+            await asyncio.to_thread(client.DataWatch, store.paths.committed_txid, on_change)
+            while True:
+                changed.clear()
+                committed = await asyncio.to_thread(store.committed_txid)
+                if committed >= self.txid:
+                    yield TriggerEvent({"status": "committed", "committed_txid": committed})  # type: ignore[no-untyped-call]
+                    return
+                self.log.info(
+                    "topology %s: waiting for txid %d to commit (committed: %d)",
+                    self.topology,
+                    self.txid,
+                    committed,
+                )
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(changed.wait(), timeout=self.poll_interval)
+        finally:
+            await asyncio.to_thread(hook.close)
 
 
 def _is_ready(topology: str, zookeeper_conn_id: str, staging_root: str) -> bool:
