@@ -9,7 +9,7 @@ from typing import Any
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.sdk import BaseOperator
 
-from airflow_trident.errors import ConfigurationError
+from airflow_trident.errors import BatchIncompleteError, ConfigurationError
 from airflow_trident.hooks.zookeeper import ZooKeeperHook
 from airflow_trident.operators.steps import open_steps, txid_of
 from airflow_trident.operators.submit import (
@@ -108,6 +108,7 @@ class BeginBatchOperator(_BatchOperator):
 
 
 COMMIT_MODES = ("worker", "spark", "auto")
+_INLINE_POLL_S = 0.2
 
 
 class CommitBatchOperator(_BatchOperator):
@@ -127,8 +128,14 @@ class CommitBatchOperator(_BatchOperator):
       compare-and-set. For batches too large for one Airflow worker;
     * ``"auto"`` — ``"spark"`` when the batch staged at least ``spark_commit_min_rows`` rows.
 
+    When txid-1 is already processed (staged), its commit is imminent: the task then waits for
+    it here, up to ``inline_wait_s``, before deferring — ordered commits form a chain, and a
+    deferral's round trip (triggerer, scheduler, a new task process) would be paid per batch.
+
     :param deferrable: wait for txid-1 in the triggerer.
-    :param poll_interval: seconds between checks of the committed txid.
+    :param poll_interval: seconds between checks of the committed txid (non-deferrable wait;
+        the trigger's fallback re-check).
+    :param inline_wait_s: how long to wait here for an imminent txid-1 before deferring.
     :param commit_mode: ``"worker"``, ``"spark"`` or ``"auto"``.
     :param spark_conn_id: the Spark connection of a Spark commit.
     :param spark_conf: Spark conf of a Spark commit.
@@ -148,6 +155,7 @@ class CommitBatchOperator(_BatchOperator):
         spark_conf: dict[str, Any] | None = None,
         py_files: str | None = None,
         spark_commit_min_rows: int = 1_000_000,
+        inline_wait_s: float = 30.0,
         **kwargs: Any,
     ) -> None:
         if commit_mode not in COMMIT_MODES:
@@ -162,6 +170,7 @@ class CommitBatchOperator(_BatchOperator):
         self.spark_conf = spark_conf
         self.py_files = py_files
         self.spark_commit_min_rows = spark_commit_min_rows
+        self.inline_wait_s = inline_wait_s
         self._spark_hook: SparkSubmitHook | None = None
 
     def execute(self, context: Any) -> dict[str, Any]:
@@ -169,11 +178,13 @@ class CommitBatchOperator(_BatchOperator):
         with self._steps() as steps:
             committed = steps.store.committed_txid()
             topology = steps.topology.name
-            if committed >= txid - 1 or not self.deferrable:
-                while committed < txid - 1:
-                    self.log.info("waiting for txid %d to commit (at %d)", txid - 1, committed)
-                    time.sleep(self.poll_interval)
-                    committed = steps.store.committed_txid()
+            if not self.deferrable:
+                committed = self._wait_here(steps, txid, deadline=None)
+            elif committed < txid - 1 and self._previous_processed(steps, txid):
+                # txid-1's commit is imminent: waiting here beats a deferral's hand-offs
+                deadline = time.monotonic() + self.inline_wait_s
+                committed = self._wait_here(steps, txid, deadline=deadline)
+            if committed >= txid - 1:
                 return self._commit(steps, txid)
         self.log.info("txid %d waits for txid %d (committed: %d)", txid, txid - 1, committed)
         self.defer(
@@ -186,6 +197,29 @@ class CommitBatchOperator(_BatchOperator):
             method_name="execute_complete",
         )
         return {}  # pragma: no cover - defer() raises
+
+    def _previous_processed(self, steps: Any, txid: int) -> bool:
+        """Whether txid-1's current attempt is staged (its commit is next)."""
+        attempt = steps.store.attempt(txid - 1)
+        if attempt is None:
+            return False
+        try:
+            steps.staging.read_manifest(attempt)
+        except BatchIncompleteError:
+            return False
+        return True
+
+    def _wait_here(self, steps: Any, txid: int, *, deadline: float | None) -> int:
+        """Poll the committed txid until txid-1 is in (or ``deadline``); return it."""
+        committed: int = steps.store.committed_txid()
+        logged = 0.0
+        while committed < txid - 1 and (deadline is None or time.monotonic() < deadline):
+            if time.monotonic() - logged >= 10:
+                self.log.info("waiting for txid %d to commit (at %d)", txid - 1, committed)
+                logged = time.monotonic()
+            time.sleep(_INLINE_POLL_S if deadline is not None else self.poll_interval)
+            committed = steps.store.committed_txid()
+        return committed
 
     def execute_complete(self, context: Any, event: dict[str, Any] | None = None) -> dict[str, Any]:
         """Resume after the trigger saw txid-1 committed."""

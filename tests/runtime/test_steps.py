@@ -187,3 +187,16 @@ def test_auto_commit_mode_chooses_spark_by_staged_rows(steps: BatchSteps) -> Non
     small = CommitBatchOperator(spark_commit_min_rows=4, **common)
     large = CommitBatchOperator(spark_commit_min_rows=3, **common)
     assert (small._on_spark(steps, txid), large._on_spark(steps, txid)) == (False, True)
+
+
+def test_commit_waits_inline_only_when_the_previous_txid_is_processed(steps: BatchSteps) -> None:
+    from airflow_trident.operators.batch import CommitBatchOperator
+
+    first, second = (int(steps.begin(r)["txid"]) for r in ("r1", "r2"))
+    commit = CommitBatchOperator(task_id="commit", topology="m:t", staging_root="/x")
+    assert commit._previous_processed(steps, second) is False  # txid 1 not processed: defer
+    steps.process_local(first)
+    assert commit._previous_processed(steps, second) is True  # its commit is next: wait here
+    steps.commit(first)
+    deadline = 0.0  # already past: returns at once with what is committed
+    assert commit._wait_here(steps, second, deadline=deadline) == first
