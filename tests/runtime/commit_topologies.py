@@ -79,3 +79,29 @@ def words() -> TridentTopology:
     )
     counts.new_values_stream().peek(Seen())
     return topology
+
+
+OPAQUE_NAME = "spark_commit_opaque"
+OPAQUE_TABLE = "spark_commit_opaque_counts"
+
+
+def opaque_words() -> TridentTopology:
+    """An opaque spout whose partitions ``TRIDENT_UNREADABLE_PARTITIONS`` names emit nothing
+    (read on the driver, at emit time), counted into opaque PostgreSQL state."""
+    from airflow_trident.examples.topologies import UnreadableAwareSpout
+
+    topology = TridentTopology(OPAQUE_NAME)
+    factory = sql_state(
+        os.environ["TRIDENT_STATE_URL"],
+        OPAQUE_TABLE,
+        "opaque",
+        key_fields=("word",),
+        value_type="bigint",
+    )
+    (
+        topology.new_stream("sentences", UnreadableAwareSpout(DATA, ["sentence"], TAKE))
+        .each(["sentence"], Split(), ["word"])
+        .group_by(["word"])
+        .persistent_aggregate(factory, Count(), ["count"], name="counts")
+    )
+    return topology

@@ -162,3 +162,54 @@ def test_spark_commit_out_of_order_writes_nothing(steps: BatchSteps, spark: Any)
     with pytest.raises(CommitOrderError, match="txid 1 must commit first"):
         commit_on_spark(steps, spark, REFERENCE, second, 0.0)
     assert stored(steps) == {}
+
+
+OPAQUE = "tests.runtime.commit_topologies:opaque_words"
+
+
+@pytest.fixture
+def opaque_steps(
+    pg_url: str, zk_config: ZkConfig, tmp_path: Path, uncoalesced: None
+) -> Iterator[BatchSteps]:
+    os.environ["TRIDENT_STATE_URL"] = pg_url
+    engine = sa.create_engine(pg_url)
+    if sa.inspect(engine).has_table(ct.OPAQUE_TABLE):
+        with engine.begin() as conn:
+            conn.execute(sa.text(f'DELETE FROM "{ct.OPAQUE_TABLE}"'))
+    engine.dispose()
+    client = connect(zk_config)
+    store = CoordinatorStore(client, CoordinatorPaths(zk_config.root, ct.OPAQUE_NAME))
+    store.delete_all()
+    topology = load_topology(OPAQUE)
+    yield BatchSteps(topology, store, StagingArea(str(tmp_path / "staging"), topology.name))
+    store.delete_all()
+    client.stop()
+    client.close()
+    os.environ.pop("TRIDENT_UNREADABLE_PARTITIONS", None)
+
+
+def test_a_stale_opaque_batch_is_reprocessed_on_spark_before_its_spark_commit(
+    opaque_steps: BatchSteps, spark: Any
+) -> None:
+    steps = opaque_steps
+    # txids 1 and 2 processed (pipelined) while partition p1 is unreadable: 2 builds on 1
+    os.environ["TRIDENT_UNREADABLE_PARTITIONS"] = "p1"
+    first, second = (int(steps.begin(r)["txid"]) for r in ("r1", "r2"))
+    process_on_spark(steps, spark, first, 0.0)
+    process_on_spark(steps, spark, second, 0.0)
+    # p1 is back: txid 1 is re-processed (it now reads p1) and committed
+    del os.environ["TRIDENT_UNREADABLE_PARTITIONS"]
+    process_on_spark(steps, spark, first, 0.0)
+    commit_on_spark(steps, spark, OPAQUE, first, 0.0)
+    attempt_before = steps.store.attempt(second)
+    assert attempt_before is not None
+    # txid 2 started p1 where txid 1's *old* batch ended: stale; the Spark commit job
+    # re-processes it on Spark (a new attempt) and commits the right batch
+    summary = commit_on_spark(steps, spark, OPAQUE, second, 0.0)
+    assert summary["applied"] is True
+    assert summary["attempt_id"] > attempt_before.attempt_id
+    engine = sa.create_engine(os.environ["TRIDENT_STATE_URL"])
+    with engine.connect() as conn:
+        rows = conn.execute(sa.text(f'SELECT word, val FROM "{ct.OPAQUE_TABLE}"')).all()
+    engine.dispose()
+    assert {r[0]: int(r[1]) for r in rows} == ct.expected_counts(2)
