@@ -18,7 +18,7 @@ from airflow_trident.state.sql import sql_state
 from airflow_trident.testing.faults import FailOnce
 from airflow_trident.topology import TridentTopology
 
-__all__ = ["E2E_DATA", "e2e_word_count"]
+__all__ = ["BENCH_TABLE", "E2E_DATA", "bench_counts", "e2e_word_count"]
 
 E2E_DATA = {
     "p0": [(s,) for s in SEED_SENTENCES * 4],
@@ -38,6 +38,24 @@ def e2e_word_count() -> TridentTopology:
         words = words.each(["word"], FailOnce(marker), ["checked"]).project(["word"])
     words.group_by(["word"]).persistent_aggregate(
         sql_state(state_url(), name, "transactional", key_fields=("word",), value_type="bigint"),
+        Count(),
+        ["count"],
+        name="counts",
+    )
+    return topology
+
+
+BENCH_TABLE = "bench_commit_modes"
+
+
+def bench_counts() -> TridentTopology:
+    """Words counted into opaque state ``bench_commit_modes`` of ``TRIDENT_STATE_URL``
+    (``bench/commit_modes.py`` stages its batches directly; the spout is never read)."""
+    topology = TridentTopology("bench_commit_modes")
+    topology.new_stream(
+        "words", MemoryTransactionalSpout({"p0": []}, ["word"], take_per_batch=1)
+    ).group_by(["word"]).persistent_aggregate(
+        sql_state(state_url(), BENCH_TABLE, "opaque", key_fields=("word",), value_type="bigint"),
         Count(),
         ["count"],
         name="counts",
