@@ -118,7 +118,8 @@ class CommitBatchOperator(_BatchOperator):
     contiguity (manual runs pass it trivially): the task also waits until ZooKeeper's committed
     txid is txid-1 — in the triggerer when ``deferrable`` (no worker slot held), else polling —
     and the commit itself is a compare-and-set. A txid already committed changes nothing.
-    Returns (XCom) the records in, keys written per state, and the metadata.
+    Returns (XCom) the records in (per source partition), keys written per state, each
+    partition's range (``partitions``) and the metadata.
 
     Where the staged partitions are applied (``commit_mode``):
 
@@ -239,10 +240,11 @@ class CommitBatchOperator(_BatchOperator):
             summary = steps.commit(txid)
         if summary["applied"]:
             self.log.info(
-                "txid %d committed: %d records in, keys written %s",
+                "txid %d committed: %d records in, keys written %s; partition ranges %s",
                 txid,
                 summary["records_in"],
                 summary["keys_written"],
+                str(summary.get("partitions", {}))[:1000],
             )
         else:
             self.log.info("txid %d was already committed: state unchanged", txid)

@@ -234,8 +234,14 @@ class BatchSteps:
             },
             "metas": dict(plan.metas),
         }
+        archive = self.archived_batch(plan)
+        summary["partitions"] = {
+            name: entry["partitions"]
+            for name, entry in archive["spouts"].items()
+            if "partitions" in entry
+        }
         if outcome.applied and self.ledger is not None:
-            self.ledger.record(summary, self.archived_batch(plan))
+            self.ledger.record(summary, archive)
         log.info("txid %d committed: %s", txid, summary)
         return summary
 

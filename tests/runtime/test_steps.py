@@ -200,3 +200,16 @@ def test_commit_waits_inline_only_when_the_previous_txid_is_processed(steps: Bat
     steps.commit(first)
     deadline = 0.0  # already past: returns at once with what is committed
     assert commit._wait_here(steps, second, deadline=deadline) == first
+
+
+def test_commit_summary_shows_each_partitions_range(steps: BatchSteps) -> None:
+    ranges = []
+    for run_id in ("r1", "r2"):
+        txid = int(steps.begin(run_id)["txid"])
+        steps.process_local(txid)
+        ranges.append(steps.commit(txid)["partitions"]["lines"])
+    # one line per partition per batch (take_per_batch=1), the second batch after the first
+    assert ranges == [
+        {"p0": {"offset": 0, "count": 1}, "p1": {"offset": 0, "count": 1}},
+        {"p0": {"offset": 1, "count": 1}, "p1": {"offset": 1, "count": 1}},
+    ]
