@@ -18,7 +18,7 @@ from typing import Any
 
 from airflow.sdk import BaseOperator
 
-from airflow_trident.operators.steps import open_steps, txid_of
+from airflow_trident.operators.steps import open_steps, processed_summary, txid_of
 
 __all__ = ["ConnectProcessBatchOperator"]
 
@@ -85,13 +85,6 @@ class ConnectProcessBatchOperator(BaseOperator):
                 manifest = process_on_spark(steps, spark, txid, self.emit_wait_s)
         finally:
             spark.stop()
-        summary = {
-            "txid": txid,
-            "attempt_id": manifest["attempt_id"],
-            "emitted": manifest["emitted"],
-            "records_in": sum(sum(p.values()) for p in manifest["emitted"].values()),
-            "staged_rows": {n: sum(f["rows"] for f in s["files"])
-                            for n, s in manifest["states"].items()},
-        }  # fmt: skip
+        summary = processed_summary(manifest)
         self.log.info("txid %d processed: %s", txid, summary)
         return summary

@@ -11,7 +11,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 
 from airflow_trident.coordination.attempt import TransactionAttempt
 from airflow_trident.hooks.zookeeper import ZooKeeperHook
-from airflow_trident.operators.steps import open_steps, txid_of
+from airflow_trident.operators.steps import open_steps, processed_summary, txid_of
 from airflow_trident.operators.submit import (
     SPARK_JOB,
     exported,
@@ -88,13 +88,6 @@ class ProcessBatchOperator(SparkSubmitOperator):
         ) as steps:
             attempt = steps.store.attempt(txid) or TransactionAttempt(txid, 0)
             manifest = steps.staging.read_manifest(attempt)
-        summary = {
-            "txid": txid,
-            "attempt_id": attempt.attempt_id,
-            "emitted": manifest["emitted"],
-            "records_in": sum(sum(p.values()) for p in manifest["emitted"].values()),
-            "staged_rows": {n: sum(f["rows"] for f in s["files"])
-                            for n, s in manifest["states"].items()},
-        }  # fmt: skip
+        summary = processed_summary(manifest)
         self.log.info("txid %d processed: %s", txid, summary)
         return summary

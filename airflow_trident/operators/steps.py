@@ -18,7 +18,7 @@ from airflow_trident.runtime.reference import load_topology
 from airflow_trident.runtime.staging import StagingArea
 from airflow_trident.runtime.steps import BatchSteps
 
-__all__ = ["STATE_URL_ENV", "open_steps", "state_url_from", "txid_of"]
+__all__ = ["STATE_URL_ENV", "open_steps", "processed_summary", "state_url_from", "txid_of"]
 
 STATE_URL_ENV = "TRIDENT_STATE_URL"
 
@@ -88,3 +88,15 @@ def txid_of(context: Any, begin_task_id: str) -> int:
         )
         raise ConfigurationError(msg)
     return int(summary["txid"])
+
+
+def processed_summary(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The process task's XCom: txid, attempt, records per source partition, staged rows."""
+    return {
+        "txid": manifest["txid"],
+        "attempt_id": manifest["attempt_id"],
+        "emitted": manifest["emitted"],
+        "records_in": sum(sum(p.values()) for p in manifest["emitted"].values()),
+        "staged_rows": {n: sum(f["rows"] for f in s["files"])
+                        for n, s in manifest["states"].items()},
+    }  # fmt: skip
