@@ -1,0 +1,438 @@
+"""Private, throw-away ZooKeeper and PostgreSQL servers for restart faults.
+
+The shared services of ``scripts/services.sh`` are used by everyone on the machine and must never
+be restarted. A fault schedule that restarts (or ``kill -9``-s) a coordinator or a state database
+starts one of these instead: a server on a free loopback port whose data lives under a work
+directory, in its own process group, stopped or killed by the id of the process this helper
+started and nothing else.
+
+* :class:`PrivateZooKeeper` runs the Debian ``zookeeper`` jars (as ``scripts/services.sh`` does)
+  and is ready when it answers ``ruok``.
+* :class:`PrivatePostgres` runs PostgreSQL 15 (``/usr/lib/postgresql/15/bin``; as the
+  ``postgres`` OS user when run by root, like ``scripts/services.sh``), with a role and database
+  ``trident`` whose password is random, kept in a 0600 file of the work directory and never shown
+  by ``repr``.
+
+``kill()`` is ``SIGKILL`` with the data kept; ``restart()`` is ``kill()`` + ``start()`` on the same
+port and data directory, so what was committed before survives. A server still running when the
+interpreter exits is killed (``atexit``), so a failed test does not leak a JVM.
+
+Example (starts a JVM, ~2 s)::
+
+    with PrivateZooKeeper(tmp_path) as zk:
+        client = KazooClient(hosts=zk.hosts); client.start()
+        client.create("/x", b"1")
+        zk.restart()                       # SIGKILL, then the same port and data
+        assert client.get("/x")[0] == b"1" # kazoo reconnects; the node survived
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import pwd
+import secrets
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+__all__ = ["PrivatePostgres", "PrivateZooKeeper", "free_port"]
+
+_ZK_JARS = ("/usr/share/java/zookeeper.jar", "/usr/share/java/slf4j-simple.jar")
+_ZK_CONF_DIR = "/etc/zookeeper/conf"
+_PG_BIN = Path("/usr/lib/postgresql/15/bin")
+_LOG_TAIL_LINES = 30
+
+_running: set[_PrivateServer] = set()
+
+
+def free_port() -> int:
+    """A loopback TCP port that was free a moment ago (the OS picks it)."""
+    with contextlib.closing(socket.socket()) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _log_tail(path: Path) -> str:
+    if not path.exists():
+        return f"(no log at {path})"
+    return "\n".join(path.read_text(errors="replace").splitlines()[-_LOG_TAIL_LINES:])
+
+
+class _PrivateServer:
+    """One server process in its own process group: start, readiness wait, stop, kill."""
+
+    #: Signal of a graceful stop.
+    stop_signal: signal.Signals = signal.SIGTERM
+    #: What the server is, for messages.
+    kind: str = "server"
+
+    def __init__(self, workdir: str | Path, port: int | None, subdir: str) -> None:
+        self.workdir = Path(workdir).resolve() / subdir
+        self.port = port or free_port()
+        self.log_path = self.workdir / "server.log"
+        self._process: subprocess.Popen[bytes] | None = None
+        self._owner = os.getpid()
+        self.starts = 0
+
+    # -- what subclasses provide
+    def _prepare(self) -> None:
+        raise NotImplementedError
+
+    def _command(self) -> tuple[list[str], dict[str, Any]]:
+        raise NotImplementedError
+
+    def _ready(self) -> bool:
+        raise NotImplementedError
+
+    def _after_first_ready(self) -> None:
+        """Runs once the server answers for the first time in this object's life."""
+
+    # -- lifecycle
+    @property
+    def pid(self) -> int | None:
+        """The id of the running server process (``None`` when stopped)."""
+        return self._process.pid if self.running else None  # type: ignore[union-attr]
+
+    @property
+    def running(self) -> bool:
+        """Whether the process this helper started is alive."""
+        return self._process is not None and self._process.poll() is None
+
+    def start(self, timeout_s: float = 60.0) -> None:
+        """Start the server (no-op if running) and wait until it answers.
+
+        Raises
+        ------
+        RuntimeError
+            If it exits or does not answer within ``timeout_s`` (with its log's tail).
+        """
+        if self.running:
+            return
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self._prepare()
+        args, options = self._command()
+        with self.log_path.open("ab") as log:
+            self._process = subprocess.Popen(
+                args,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                **options,
+            )
+        self._owner = os.getpid()
+        _running.add(self)
+        deadline = time.monotonic() + timeout_s
+        while not self._ready():
+            if self._process.poll() is not None or time.monotonic() > deadline:
+                code = self._process.poll()
+                self.kill()
+                msg = (
+                    f"private {self.kind} on 127.0.0.1:{self.port} did not answer within "
+                    f"{timeout_s:g}s (exit code {code}); log {self.log_path}:\n"
+                    f"{_log_tail(self.log_path)}"
+                )
+                raise RuntimeError(msg)
+            time.sleep(0.1)
+        if self.starts == 0:
+            self._after_first_ready()
+        self.starts += 1
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """Stop gracefully (:attr:`stop_signal`), then ``SIGKILL`` after ``timeout_s``; waits."""
+        if self._process is None:
+            return
+        if self._process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self._process.pid, self.stop_signal)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._process.wait(timeout=timeout_s)
+        self.kill()
+
+    def kill(self) -> None:
+        """``SIGKILL`` the server's process group (the group of the process we started); waits.
+
+        The data directory is kept, as after a machine's power cut of that one process.
+        """
+        process, self._process = self._process, None
+        if process is None:
+            return
+        # The group id is the id of the process we started (start_new_session): its children
+        # (PostgreSQL backends) die with it; nothing outside that group is touched.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        _running.discard(self)
+
+    def restart(self, timeout_s: float = 60.0) -> None:
+        """``kill()`` then ``start()``: same port, same data."""
+        self.kill()
+        self.start(timeout_s)
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        state = f"pid {self.pid}" if self.running else "stopped"
+        return f"{type(self).__name__}(127.0.0.1:{self.port}, {state}, {self.workdir})"
+
+
+class PrivateZooKeeper(_PrivateServer):
+    """A standalone ZooKeeper on a free loopback port, data under ``<workdir>/zookeeper``.
+
+    Parameters
+    ----------
+    workdir:
+        Directory for its configuration, data and log (``<workdir>/zookeeper``).
+    port:
+        Client port (default: a free one).
+
+    Attributes
+    ----------
+    hosts:
+        Connection string for kazoo, ``"127.0.0.1:<port>"``.
+    """
+
+    kind = "ZooKeeper"
+
+    def __init__(self, workdir: str | Path, port: int | None = None) -> None:
+        super().__init__(workdir, port, "zookeeper")
+        self.hosts = f"127.0.0.1:{self.port}"
+
+    def _prepare(self) -> None:
+        missing = [jar for jar in _ZK_JARS[:1] if not Path(jar).exists()]
+        java = shutil.which("java")
+        if missing or java is None:
+            msg = (
+                f"private ZooKeeper needs java and {', '.join(_ZK_JARS[:1])}: "
+                "run `bash scripts/services.sh start` once (it installs the zookeeper package)"
+            )
+            raise RuntimeError(msg)
+        (self.workdir / "data").mkdir(parents=True, exist_ok=True)
+        (self.workdir / "zoo.cfg").write_text(
+            "tickTime=2000\n"
+            f"dataDir={self.workdir / 'data'}\n"
+            f"clientPort={self.port}\n"
+            "clientPortAddress=127.0.0.1\n"
+            "admin.enableServer=false\n"
+            "4lw.commands.whitelist=ruok,stat,srvr\n"
+            # Small transaction-log preallocation (KB): restarts in many work dirs stay cheap.
+            "preAllocSize=4096\n"
+        )
+
+    def _command(self) -> tuple[list[str], dict[str, Any]]:
+        classpath = [_ZK_CONF_DIR, *(jar for jar in _ZK_JARS if Path(jar).exists())]
+        java = shutil.which("java") or "java"
+        args = [
+            java,
+            "-Xmx256m",
+            "-cp",
+            os.pathsep.join(classpath),
+            "org.apache.zookeeper.server.ZooKeeperServerMain",
+            str(self.workdir / "zoo.cfg"),
+        ]
+        return args, {"cwd": str(self.workdir)}
+
+    def _ready(self) -> bool:
+        # No trailing newline: unread input makes the server reset the socket and lose "imok".
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=2.0) as sock:
+                sock.sendall(b"ruok")
+                sock.shutdown(socket.SHUT_WR)
+                answer = b""
+                while chunk := sock.recv(64):
+                    answer += chunk
+        except OSError:
+            return False
+        return answer == b"imok"
+
+
+class PrivatePostgres(_PrivateServer):
+    """A PostgreSQL 15 cluster on a free loopback port, data under ``<workdir>/postgres``.
+
+    The first start runs ``initdb`` (as the ``postgres`` OS user when run by root) and creates
+    the role and database ``trident``; later starts reuse the data directory. TCP on 127.0.0.1
+    only (no Unix socket), password authentication, ``fsync=off`` (a killed *process* loses
+    nothing; only an OS crash would).
+
+    Parameters
+    ----------
+    workdir:
+        Directory for its data and log (``<workdir>/postgres``).
+    port:
+        Port (default: a free one).
+
+    Attributes
+    ----------
+    url:
+        SQLAlchemy URL ``postgresql+psycopg://trident:<password>@127.0.0.1:<port>/trident``
+        (``repr`` of this object never shows it).
+    """
+
+    kind = "PostgreSQL"
+    #: SIGINT is PostgreSQL's "fast" shutdown; SIGTERM ("smart") waits for every client to leave.
+    stop_signal = signal.SIGINT
+
+    def __init__(self, workdir: str | Path, port: int | None = None) -> None:
+        super().__init__(workdir, port, "postgres")
+        self.data_dir = self.workdir / "data"
+        self._password_file = self.workdir / "password"
+        self._run_as = self._os_user()
+
+    @property
+    def url(self) -> str:
+        """SQLAlchemy URL of the ``trident`` database (contains the password)."""
+        return f"postgresql+psycopg://trident:{self._password()}@127.0.0.1:{self.port}/trident"
+
+    @staticmethod
+    def _os_user() -> pwd.struct_passwd | None:
+        if os.geteuid() != 0:
+            return None
+        try:
+            return pwd.getpwnam("postgres")
+        except KeyError:
+            msg = "private PostgreSQL run by root needs the 'postgres' OS user (postgresql-15)"
+            raise RuntimeError(msg) from None
+
+    def _as_server_user(self) -> dict[str, Any]:
+        if self._run_as is None:
+            return {}
+        return {
+            "user": self._run_as.pw_uid,
+            "group": self._run_as.pw_gid,
+            "extra_groups": [],
+            "cwd": "/",
+        }
+
+    def _password(self) -> str:
+        if not self._password_file.exists():
+            self.workdir.mkdir(parents=True, exist_ok=True)
+            self._password_file.write_text(secrets.token_hex(16))
+            self._password_file.chmod(0o600)
+            self._chown(self._password_file)
+        return self._password_file.read_text().strip()
+
+    def _chown(self, path: Path) -> None:
+        if self._run_as is not None:
+            os.chown(path, self._run_as.pw_uid, self._run_as.pw_gid)
+
+    def _make_traversable(self) -> None:
+        """Let the server's OS user reach its data directory (every parent needs o+x)."""
+        if self._run_as is None:
+            return
+        for parent in reversed(self.workdir.parents):
+            mode = parent.stat().st_mode
+            if not mode & stat.S_IXOTH:
+                parent.chmod(mode | stat.S_IXOTH)
+
+    def _prepare(self) -> None:
+        if not (_PG_BIN / "initdb").exists():
+            msg = f"private PostgreSQL needs {_PG_BIN}: run `bash scripts/services.sh start` once"
+            raise RuntimeError(msg)
+        if (self.data_dir / "PG_VERSION").exists():
+            return
+        self._make_traversable()
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._chown(self.workdir)
+        self._chown(self.data_dir)
+        self.data_dir.chmod(0o700)
+        self._password()
+        done = subprocess.run(
+            [
+                str(_PG_BIN / "initdb"),
+                "-D",
+                str(self.data_dir),
+                "-U",
+                "postgres",
+                "-E",
+                "UTF8",
+                "--no-locale",
+                "--auth=scram-sha-256",
+                f"--pwfile={self._password_file}",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+            **self._as_server_user(),
+        )
+        if done.returncode != 0:
+            msg = f"initdb {self.data_dir} exited {done.returncode}:\n{done.stderr[-2000:]}"
+            raise RuntimeError(msg)
+
+    def _command(self) -> tuple[list[str], dict[str, Any]]:
+        settings = {
+            "listen_addresses": "127.0.0.1",
+            "unix_socket_directories": "",
+            "fsync": "off",
+            "shared_buffers": "32MB",
+            "max_connections": "60",
+        }
+        args = [str(_PG_BIN / "postgres"), "-D", str(self.data_dir), "-p", str(self.port)]
+        for key, value in settings.items():
+            args += ["-c", f"{key}={value}"]
+        options = self._as_server_user()
+        self._chown_log()
+        return args, options
+
+    def _chown_log(self) -> None:
+        self.log_path.touch(exist_ok=True)
+        self._chown(self.log_path)
+
+    def _ready(self) -> bool:
+        done = subprocess.run(
+            [str(_PG_BIN / "pg_isready"), "-q", "-h", "127.0.0.1", "-p", str(self.port)],
+            check=False,
+            timeout=10,
+        )
+        return done.returncode == 0
+
+    def _after_first_ready(self) -> None:
+        import psycopg
+        from psycopg import sql
+
+        password = self._password()
+        with psycopg.connect(
+            host="127.0.0.1",
+            port=self.port,
+            user="postgres",
+            password=password,
+            dbname="postgres",
+            autocommit=True,
+        ) as connection:
+            exists = connection.execute("SELECT 1 FROM pg_roles WHERE rolname = 'trident'")
+            if exists.fetchone() is None:
+                connection.execute("CREATE ROLE trident")
+            connection.execute(
+                sql.SQL("ALTER ROLE trident WITH LOGIN CREATEDB PASSWORD {}").format(
+                    sql.Literal(password)
+                )
+            )
+            found = connection.execute("SELECT 1 FROM pg_database WHERE datname = 'trident'")
+            if found.fetchone() is None:
+                connection.execute("CREATE DATABASE trident OWNER trident")
+
+
+@atexit.register
+def _kill_leftovers() -> None:
+    # Only in the process that started them: a forked child exiting must not kill them.
+    for server in list(_running):
+        if server._owner == os.getpid():
+            server.kill()
