@@ -21,7 +21,6 @@ last committed) in-process into those states only, resuming where an earlier reb
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -73,12 +72,11 @@ def _begin_task(dag_id: str) -> Any:
 
 
 def _allocated_txids(dag_id: str) -> tuple[int, str]:
-    from airflow_trident.operators.steps import open_steps
+    from airflow_trident.hooks.trident import TridentHook
 
     begin = _begin_task(dag_id)
-    with open_steps(
-        begin.topology, zookeeper_conn_id=begin.zookeeper_conn_id, staging_root=begin.staging_root
-    ) as steps:
+    hook = TridentHook(zookeeper_conn_id=begin.zookeeper_conn_id)
+    with hook.batch_steps(begin.topology, staging_root=begin.staging_root) as steps:
         return steps.store.current_txid(), str(begin.topology)
 
 
@@ -104,17 +102,18 @@ def backfill(dag_id: str, from_txid: int, to_txid: int, *, dry_run: bool) -> int
 
 def rebuild(args: argparse.Namespace) -> int:
     """Replay archived txids into new states; print one line per txid."""
-    from airflow_trident.operators.steps import STATE_URL_ENV, state_url_from
+    from airflow_trident.hooks.trident import TridentHook
     from airflow_trident.runtime.ledger import CommitLedger
     from airflow_trident.runtime.rebuild import rebuild_states
     from airflow_trident.runtime.reference import load_topology
+    from airflow_trident.state.binding import StateBinding
     from airflow_trident.state.sql.engine import describe_url
+    from airflow_trident.state.sql.factory import STATE_URL_ENV
 
-    url = state_url_from(args.state_conn_id) or os.environ.get(STATE_URL_ENV)
+    url = TridentHook(state_conn_id=args.state_conn_id).state_url()
     if not url:
         msg = f"no state database: pass --state-conn-id or set {STATE_URL_ENV}"
         raise ValueError(msg)
-    os.environ[STATE_URL_ENV] = url  # the topology's states and the ledger share it
     topology = load_topology(args.topology)
     ledger = CommitLedger(url)
     source = args.source_topology or topology.name
@@ -122,7 +121,13 @@ def rebuild(args: argparse.Namespace) -> int:
     print(f"rebuilding {', '.join(args.state)} of {topology.name} from the archive of {source} "
           f"(txids {args.from_txid}..{to_txid}) in {describe_url(url)}")  # fmt: skip
     summaries = rebuild_states(
-        topology, ledger, args.from_txid, to_txid, states=args.state, source_topology=source
+        topology,
+        ledger,
+        args.from_txid,
+        to_txid,
+        states=args.state,
+        source_topology=source,
+        binding=StateBinding(url),  # the topology's states and the ledger share the database
     )
     for summary in summaries:
         print(f"  txid {summary['txid']}: {summary['records_in']} records in, keys written "

@@ -19,9 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_trident.coordination.attempt import TransactionAttempt
-from airflow_trident.coordination.memory import MemoryCoordinatorStore
-from airflow_trident.coordination.spout_state import ZkPartitionState
-from airflow_trident.coordination.store import CoordinatorStore
+from airflow_trident.coordination.protocol import CoordinatorStoreProtocol
 from airflow_trident.errors import CommitOrderError
 from airflow_trident.names import validate_name
 from airflow_trident.spout.base import ListCollector, TridentSpout
@@ -65,8 +63,8 @@ class TransactionalCoordinator:
     Parameters
     ----------
     store:
-        The topology's :class:`CoordinatorStore` (ZooKeeper), or a
-        :class:`~airflow_trident.coordination.memory.MemoryCoordinatorStore` in-process.
+        The topology's store (:class:`~airflow_trident.coordination.protocol.
+        CoordinatorStoreProtocol`): ZooKeeper, or memory in-process.
     spouts:
         Spout name -> spout (``TridentSpout``; partitioned spouts wrapped in their executor).
     keep_txids:
@@ -78,7 +76,7 @@ class TransactionalCoordinator:
 
     def __init__(
         self,
-        store: CoordinatorStore | MemoryCoordinatorStore,
+        store: CoordinatorStoreProtocol,
         spouts: Mapping[str, TridentSpout],
         *,
         keep_txids: int = 16,
@@ -222,8 +220,9 @@ class TransactionalCoordinator:
         removed = self.store.cleanup_before(txid - self.keep_txids + 1)
         for spout in self.spouts.values():
             state = getattr(spout, "state", None)
-            if isinstance(state, ZkPartitionState):
-                removed += state.cleanup_before(txid - self.keep_txids + 1)
+            cleanup = getattr(state, "cleanup_before", None)
+            if callable(cleanup):
+                removed += int(cleanup(txid - self.keep_txids + 1))
         return removed
 
     def close(self) -> None:

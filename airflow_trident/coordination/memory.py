@@ -22,6 +22,7 @@ from airflow_trident.coordination.attempt import TransactionAttempt
 from airflow_trident.coordination.store import encode_json
 from airflow_trident.errors import CommitConflictError, CommitOrderError, MetadataError
 from airflow_trident.names import validate_name
+from airflow_trident.spout.tx_state import MemoryPartitionState, PartitionState
 
 __all__ = ["MemoryCoordinatorStore"]
 
@@ -42,6 +43,7 @@ class MemoryCoordinatorStore:
         self._attempts: dict[int, int] = {}
         self._meta: dict[str, dict[int, Any]] = {}
         self._runs: dict[str, int] = {}
+        self._partition_states: dict[str, MemoryPartitionState] = {}
 
     def current_txid(self) -> int:
         return self._current
@@ -123,3 +125,8 @@ class MemoryCoordinatorStore:
                     del metas[t]
                     removed += 1
             return removed
+
+    def partition_state(self, spout: str) -> PartitionState:
+        """Partitioned spout ``spout``'s per-partition metadata, in memory beside this."""
+        with self._lock:
+            return self._partition_states.setdefault(spout, MemoryPartitionState())

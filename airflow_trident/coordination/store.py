@@ -52,6 +52,7 @@ from airflow_trident.errors import (
     MetadataError,
     MetadataNotSerializableError,
 )
+from airflow_trident.spout.tx_state import PartitionState
 
 __all__ = ["CoordinatorStore", "encode_json"]
 
@@ -376,6 +377,12 @@ class CoordinatorStore:
     def delete_all(self) -> None:
         """Delete every node of this topology (tests, and dropping a topology)."""
         self._delete(self.paths.base)
+
+    def partition_state(self, spout: str) -> PartitionState:
+        """Partitioned spout ``spout``'s per-partition metadata, in ZooKeeper beside this."""
+        from airflow_trident.coordination.spout_state import ZkPartitionState
+
+        return ZkPartitionState(self, spout)
 
     # -- helpers --------------------------------------------------------------------------------
 

@@ -71,11 +71,11 @@ def _reset(work: Path) -> None:
 
 
 def _query(env: dict[str, str]) -> list[tuple[object, ...]]:
-    os.environ.update(env)
     from airflow_trident.examples.topologies import word_count
-    from airflow_trident.runtime.local import LocalRunner
+    from airflow_trident.runtime.runner import LocalRunner
+    from airflow_trident.state.binding import StateBinding
 
-    runner = LocalRunner(word_count)
+    runner = LocalRunner(word_count, states=StateBinding(env["TRIDENT_STATE_URL"]))
     counts = runner.state("word_counts").multi_get([(w,) for w in WORDS.split()])
     for word, count in zip(WORDS.split(), counts, strict=True):
         print(f"  count({word}) = {count}")

@@ -8,8 +8,9 @@
 * :data:`user_scores` — seed 003: ``partition_by(user)`` -> ``partition_aggregate`` ->
   ``parallelism_hint(3)`` -> ``global_()`` -> ``aggregate`` (a combiner), persisted.
 
-State lives in the database named by ``TRIDENT_STATE_URL`` (default: SQLite in
-``~/.airflow_trident/state.db``). Building these topologies does no I/O.
+State lives in the run's state database: the DAG's ``state_conn_id`` connection (or the
+``--state-conn-id`` of a CLI command); used standalone, ``TRIDENT_STATE_URL``, else SQLite in
+``~/.airflow_trident/state.db``. Building these topologies does no I/O.
 
 >>> [n.kind for n in word_count.nodes.values()][:3]
 ['spout', 'each', 'persist']
@@ -20,7 +21,6 @@ from __future__ import annotations
 import os
 import random
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from airflow_trident.operation import (
@@ -33,6 +33,7 @@ from airflow_trident.operation import (
 )
 from airflow_trident.spout.memory import MemoryOpaqueSpout, MemoryTransactionalSpout
 from airflow_trident.state.sql import sql_state
+from airflow_trident.state.sql.factory import default_state_url
 from airflow_trident.topology import TridentTopology
 from airflow_trident.tuple import TridentCollector, TridentTuple
 
@@ -48,13 +49,9 @@ SEED_SENTENCES = (
 
 
 def state_url() -> str:
-    """The state database: ``TRIDENT_STATE_URL`` or SQLite under ``~/.airflow_trident``."""
-    url = os.environ.get("TRIDENT_STATE_URL")
-    if url:
-        return url
-    home = Path(os.environ.get("TRIDENT_HOME", Path.home() / ".airflow_trident"))
-    home.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{home / 'state.db'}"
+    """The default state database: ``TRIDENT_STATE_URL`` or SQLite under ``~/.airflow_trident``
+    (:func:`~airflow_trident.state.sql.factory.default_state_url`)."""
+    return default_state_url()
 
 
 def _sentences(partition: int, n: int) -> list[tuple[str]]:
@@ -186,26 +183,9 @@ def _build_user_scores() -> TridentTopology:
 
 
 def _state(table: str, state_type: str, keys: Sequence[str]) -> Any:
-    return _DeferredSqlState(table, state_type, tuple(keys))
-
-
-class _DeferredSqlState:
-    """A SQL state factory resolving the database URL when the first state is made."""
-
-    def __init__(self, table: str, state_type: str, keys: tuple[str, ...]) -> None:
-        self.table, self.state_type, self.keys = table, state_type, keys
-        self._factory: Any = None
-
-    def make_state(self, partition_index: int = 0, num_partitions: int = 1) -> Any:
-        if self._factory is None:
-            self._factory = sql_state(
-                state_url(),
-                self.table,
-                self.state_type,
-                key_fields=self.keys,
-                value_type="bigint",
-            )
-        return self._factory.make_state(partition_index, num_partitions)
+    """A SQL state in the run's state database (the DAG's ``state_conn_id``; standalone:
+    ``TRIDENT_STATE_URL``, else SQLite under ``~/.airflow_trident``)."""
+    return sql_state(None, table, state_type, key_fields=tuple(keys), value_type="bigint")
 
 
 word_count = _build_word_count()

@@ -10,8 +10,8 @@ from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.sdk import BaseOperator
 
 from airflow_trident.errors import BatchIncompleteError, ConfigurationError
-from airflow_trident.hooks.zookeeper import ZooKeeperHook
-from airflow_trident.operators.steps import open_steps, txid_of
+from airflow_trident.hooks.trident import TridentHook
+from airflow_trident.operators.steps import txid_of
 from airflow_trident.operators.submit import (
     SPARK_JOB,
     exported,
@@ -54,13 +54,14 @@ class _BatchOperator(BaseOperator):
         self.keep_txids = keep_txids
         self.begin_task_id = begin_task_id
 
+    def _hook(self) -> TridentHook:
+        return TridentHook(
+            zookeeper_conn_id=self.zookeeper_conn_id, state_conn_id=self.state_conn_id
+        )
+
     def _steps(self) -> Any:
-        return open_steps(
-            self.topology,
-            zookeeper_conn_id=self.zookeeper_conn_id,
-            staging_root=self.staging_root,
-            state_conn_id=self.state_conn_id,
-            keep_txids=self.keep_txids,
+        return self._hook().batch_steps(
+            self.topology, staging_root=self.staging_root, keep_txids=self.keep_txids
         )
 
 
@@ -269,8 +270,9 @@ class CommitBatchOperator(_BatchOperator):
     def _commit_on_spark(self, steps: Any, txid: int) -> dict[str, Any]:
         if steps.store.committed_txid() >= txid:
             return {"txid": txid, "applied": False, "reason": "already committed"}
-        config = ZooKeeperHook(zookeeper_conn_id=self.zookeeper_conn_id).get_config()
-        secrets = job_secrets(config, self.state_conn_id)
+        hook = self._hook()
+        config = hook.zookeeper_config()
+        secrets = job_secrets(config, hook.state_url())
         self._spark_hook = SparkSubmitHook(
             conf=job_conf(self.spark_conf),
             conn_id=self.spark_conn_id,

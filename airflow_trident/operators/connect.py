@@ -18,7 +18,8 @@ from typing import Any
 
 from airflow.sdk import BaseOperator
 
-from airflow_trident.operators.steps import open_steps, processed_summary, txid_of
+from airflow_trident.hooks.trident import TridentHook
+from airflow_trident.operators.steps import processed_summary, txid_of
 
 __all__ = ["ConnectProcessBatchOperator"]
 
@@ -62,8 +63,8 @@ class ConnectProcessBatchOperator(BaseOperator):
 
     def execute(self, context: Any) -> dict[str, Any]:
         from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
-        from pyspark.sql import SparkSession
 
+        from airflow_trident.runtime.spark.session import remote_session
         from airflow_trident.runtime.spark_job import process_on_spark
 
         txid = txid_of(context, self.begin_task_id)
@@ -74,17 +75,13 @@ class ConnectProcessBatchOperator(BaseOperator):
             self.topology,
             self.spark_connect_conn_id,
         )
-        spark = SparkSession.builder.remote(url).getOrCreate()
-        try:
-            with open_steps(
-                self.topology,
-                zookeeper_conn_id=self.zookeeper_conn_id,
-                staging_root=self.staging_root,
-                state_conn_id=self.state_conn_id,
-            ) as steps:
-                manifest = process_on_spark(steps, spark, txid, self.emit_wait_s)
-        finally:
-            spark.stop()
+        with (
+            remote_session(url) as spark,
+            TridentHook(
+                zookeeper_conn_id=self.zookeeper_conn_id, state_conn_id=self.state_conn_id
+            ).batch_steps(self.topology, staging_root=self.staging_root) as steps,
+        ):
+            manifest = process_on_spark(steps, spark, txid, self.emit_wait_s)
         summary = processed_summary(manifest)
         self.log.info("txid %d processed: %s", txid, summary)
         return summary

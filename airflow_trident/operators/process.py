@@ -10,8 +10,8 @@ from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
 from airflow_trident.coordination.attempt import TransactionAttempt
-from airflow_trident.hooks.zookeeper import ZooKeeperHook
-from airflow_trident.operators.steps import open_steps, processed_summary, txid_of
+from airflow_trident.hooks.trident import TridentHook
+from airflow_trident.operators.steps import processed_summary, txid_of
 from airflow_trident.operators.submit import (
     SPARK_JOB,
     exported,
@@ -70,12 +70,15 @@ class ProcessBatchOperator(SparkSubmitOperator):
 
     def execute(self, context: Any) -> dict[str, Any]:  # type: ignore[override]
         txid = txid_of(context, self.begin_task_id)
-        config = ZooKeeperHook(zookeeper_conn_id=self.zookeeper_conn_id).get_config()
+        hook = TridentHook(
+            zookeeper_conn_id=self.zookeeper_conn_id, state_conn_id=self.state_conn_id
+        )
+        config = hook.zookeeper_config()
         self.application_args = job_arguments(
             self.topology, txid, self.staging_root, config, emit_wait_s=self.emit_wait_s
         )
         self.conf = job_conf(self.conf)
-        secrets = job_secrets(config, self.state_conn_id)
+        secrets = job_secrets(config, hook.state_url())
         warn_if_remote_driver(SparkSubmitHook(conn_id=self._conn_id)._connection, secrets)
         self.log.info("processing txid %d of %s on Spark", txid, self.topology)
         with exported(secrets):
@@ -83,9 +86,8 @@ class ProcessBatchOperator(SparkSubmitOperator):
         return self._summary(txid)
 
     def _summary(self, txid: int) -> dict[str, Any]:
-        with open_steps(
-            self.topology, zookeeper_conn_id=self.zookeeper_conn_id, staging_root=self.staging_root
-        ) as steps:
+        hook = TridentHook(zookeeper_conn_id=self.zookeeper_conn_id)
+        with hook.batch_steps(self.topology, staging_root=self.staging_root) as steps:
             attempt = steps.store.attempt(txid) or TransactionAttempt(txid, 0)
             manifest = steps.staging.read_manifest(attempt)
         summary = processed_summary(manifest)

@@ -25,7 +25,7 @@ from typing import Any
 
 import airflow_trident.runtime
 from airflow_trident.coordination.client import ZkConfig
-from airflow_trident.operators.steps import STATE_URL_ENV, state_url_from
+from airflow_trident.state.sql.factory import STATE_URL_ENV
 
 __all__ = [
     "SPARK_JOB",
@@ -79,13 +79,13 @@ def job_conf(conf: Mapping[str, Any] | None) -> dict[str, Any]:
     return {"spark.pyspark.python": python, "spark.pyspark.driver.python": python, **(conf or {})}
 
 
-def job_secrets(zookeeper: ZkConfig, state_conn_id: str | None) -> dict[str, str]:
+def job_secrets(zookeeper: ZkConfig, url: str | None) -> dict[str, str]:
     """The secrets the job reads from its environment: the ZooKeeper digest password and the
-    state database URL (from ``state_conn_id``)."""
+    state database URL (:meth:`TridentHook.state_url
+    <airflow_trident.hooks.trident.TridentHook.state_url>`)."""
     secrets = {}
     if zookeeper.password:
         secrets[ZK_PASSWORD_ENV] = zookeeper.password
-    url = state_url_from(state_conn_id)
     if url is not None:
         secrets[STATE_URL_ENV] = url
     return secrets

@@ -2,12 +2,20 @@
 
 Both runtimes stage the same rows (see :class:`~airflow_trident.runtime.result.StagedState`);
 this module applies them, partition by partition, each partition with its own state object (so a
-SQL state commits one database transaction per partition).
+SQL state commits one database transaction per partition). States are made through the run's
+:class:`~airflow_trident.state.binding.StateBinding` (its state database).
+
+Before an opaque state takes a batch, the keys an earlier, failed attempt of the same txid wrote
+and this attempt does not write are put back to their value before the txid
+(:meth:`StateCommitter.revert_unwritten`): an opaque replay may read less (an unreadable
+partition) and those tuples come again in a later txid, so leaving the failed attempt's
+contribution would count them twice.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from airflow_trident.coordination.coordinator import StateUpdate, TransactionalCoordinator
@@ -15,22 +23,26 @@ from airflow_trident.graph import NewValuesNode, PersistNode
 from airflow_trident.operation.base import CombinerAggregator, ReducerAggregator
 from airflow_trident.runtime.aggregate import group_rows
 from airflow_trident.runtime.result import Partitions, StagedState
-from airflow_trident.state.base import State
+from airflow_trident.state.base import Key, State, StateType
+from airflow_trident.state.binding import StateBinding
 from airflow_trident.state.map.snapshot import GLOBAL_KEY, SnapshottableMap
 from airflow_trident.topology import TridentTopology
 from airflow_trident.tuple import TridentCollector, TridentTuple
 
 __all__ = ["StateCommitter", "query_state"]
 
+log = logging.getLogger(__name__)
 
-def query_state(topology: TridentTopology, name: str) -> Any:
-    """The state called ``name`` for reading committed values (``state_query``, DRPC, users).
+
+def query_state(topology: TridentTopology, name: str, states: StateBinding | None = None) -> Any:
+    """The state called ``name`` for reading committed values (``state_query``, DRPC, users),
+    in the run's state database (``states``).
 
     A grouped state is its map state (``multi_get``); an ungrouped persistent aggregate is a
     :class:`SnapshottableMap` (``get()``).
     """
     node = _persist_node(topology, name)
-    state = node.factory.make_state(0, 1)
+    state: Any = (states or StateBinding()).make_state(node.factory, 0, 1)
     if node.mode == "aggregate" and not node.group_fields:
         return SnapshottableMap(state)
     return state
@@ -62,10 +74,12 @@ def _reducer_updater(
 
 
 class StateCommitter:
-    """Makes each persist step's per-partition states and applies staged rows to them."""
+    """Makes each persist step's per-partition states (in the run's state database,
+    ``states``) and applies staged rows to them."""
 
-    def __init__(self, topology: TridentTopology) -> None:
+    def __init__(self, topology: TridentTopology, states: StateBinding | None = None) -> None:
         self.topology = topology
+        self.states = states or StateBinding()
 
     def make_states(self, staged: Mapping[str, StagedState]) -> dict[str, list[State]]:
         """One state object per staged partition of each state."""
@@ -73,8 +87,49 @@ class StateCommitter:
         for name, stage in staged.items():
             node = _persist_node(self.topology, name)
             n = max(1, len(stage.partitions))
-            states[name] = [node.factory.make_state(i, n) for i in range(n)]
+            states[name] = [self.states.make_state(node.factory, i, n) for i in range(n)]
         return states
+
+    def written_keys(self, stage: StagedState) -> list[Key] | None:
+        """The state keys staged rows of ``stage`` write (``None`` for a user's state updater,
+        whose keys only it knows)."""
+        if stage.kind == "update":
+            return None
+        g = len(_persist_node(self.topology, stage.state).group_fields)
+        if not g:
+            return [GLOBAL_KEY] if any(stage.partitions) else []
+        return [tuple(r[:g]) for part in stage.partitions for r in part]
+
+    def is_opaque(self, name: str) -> bool:
+        """Whether state ``name`` applies the opaque rule (it then reverts unwritten keys)."""
+        factory = _persist_node(self.topology, name).factory
+        return getattr(factory, "state_type", None) is StateType.OPAQUE
+
+    def revert_unwritten(self, txid: int, name: str, keys: Iterable[Key] | None) -> int:
+        """Put the keys of opaque state ``name`` that an earlier attempt of ``txid`` wrote and
+        ``keys`` (this attempt's) do not contain back to their value before ``txid``, in one
+        state commit; return how many. Other states, and ``keys=None``, revert nothing.
+        """
+        if keys is None or not self.is_opaque(name):
+            return 0
+        node = _persist_node(self.topology, name)
+        state = self.states.make_state(node.factory, 0, 1)
+        revert = getattr(state, "revert_txid", None)
+        if not callable(revert):
+            return 0
+        keep = {tuple(k) for k in keys}
+        reverted: list[int] = []
+        TransactionalCoordinator.apply_update(
+            txid, state, lambda: reverted.append(revert(txid, keep))
+        )
+        count = reverted[0] if reverted else 0
+        if count:
+            log.warning(
+                "txid %d: state %s: %d keys written by an earlier attempt of this txid and not by "
+                "this one were put back to their value before txid %d",
+                txid, name, count, txid,
+            )  # fmt: skip
+        return count
 
     def wants_new_values(self, name: str) -> bool:
         """Whether a stream reads the new values of state ``name``."""
@@ -118,7 +173,7 @@ class StateCommitter:
         Raises whatever the state raises (e.g. ``StateBehindError``), after rolling it back.
         """
         node = _persist_node(self.topology, stage.state)
-        state = node.factory.make_state(index, num_partitions)
+        state = self.states.make_state(node.factory, index, num_partitions)
         new_values: list[tuple[Any, ...]] = []
 
         def apply() -> None:

@@ -1,44 +1,37 @@
-"""The in-process runtime (Trident's ``LocalCluster``): runs a topology's batches in Python.
+"""The in-process interpreter of a plan (the bolts of Trident's ``LocalCluster``), in Python.
 
-:class:`LocalBatchProcessor` runs the processing phase of one batch from emitted tuples;
-:class:`LocalRunner` runs whole batches — begin, emit, process, commit, success — on the real
-ZooKeeper coordinator or an in-memory one, and answers state and DRPC queries.
+:class:`LocalBatchProcessor` runs the processing phase of one batch from emitted tuples, and
+:func:`run_commit_phase` the streams reading states' new values. Whole batches — begin, emit,
+process, commit, success — run through the batch lifecycle
+(:class:`~airflow_trident.runtime.steps.BatchSteps`); :class:`~airflow_trident.runtime.runner.
+LocalRunner` does so in-process and answers state and DRPC queries (still importable from here).
 
 Examples
 --------
->>> from airflow_trident.operation import Count, MapGet, Split
->>> from airflow_trident.spout.memory import FixedBatchSpout
->>> from airflow_trident.state.memory import memory_state
+>>> from airflow_trident.operation import Count, Split
 >>> from airflow_trident.topology import TridentTopology
->>> t = TridentTopology("wc")
->>> spout = FixedBatchSpout(["sentence"], 2, ("the cow",), ("the moon",), ("a cow",))
->>> words = t.new_stream("sentences", spout).each(["sentence"], Split(), ["word"])
->>> counts = words.group_by(["word"]).persistent_aggregate(
-...     memory_state("wc_counts"), Count(), ["count"], name="counts")
->>> _ = (t.new_drpc_stream("words").each(["args"], Split(), ["word"])
-...       .state_query(counts, ["word"], MapGet(), ["count"]).project(["word", "count"]))
->>> runner = LocalRunner(t)
->>> [r.txid for r in runner.run(3)]
-[1, 2, 3]
->>> runner.drpc("words", "the cow dog")
-[('the', 2), ('cow', 2), ('dog', None)]
+>>> from airflow_trident.state.memory import memory_state
+>>> from airflow_trident.spout.memory import FixedBatchSpout
+>>> t = TridentTopology("interp")
+>>> spout = FixedBatchSpout(["sentence"], 2, ("the cow",), ("the moon",))
+>>> _ = (t.new_stream("sentences", spout).each(["sentence"], Split(), ["word"])
+...      .group_by(["word"]).persistent_aggregate(memory_state("interp"), Count(), ["count"],
+...                                                name="counts"))
+>>> result = LocalBatchProcessor(t).process(1, {t.spouts["sentences"]: {"0": [("the cow",)]}})
+>>> result.records_in, sorted(result.staged["counts"].partitions[0])
+(1, [('cow', 1), ('the', 1)])
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from airflow_trident.coordination.coordinator import TransactionalCoordinator
-from airflow_trident.coordination.memory import MemoryCoordinatorStore
-from airflow_trident.coordination.spout_state import ZkPartitionState
-from airflow_trident.coordination.store import CoordinatorStore
 from airflow_trident.errors import BatchFailedError, TridentError
 from airflow_trident.graph import (
     AggregateNode,
-    DrpcNode,
     EachNode,
     FilterNode,
     JoinNode,
@@ -53,24 +46,14 @@ from airflow_trident.graph import (
 from airflow_trident.planner.plan import ExecutionPlan, FinalAgg, Op, PartialAgg, PersistSink, Stage
 from airflow_trident.planner.planner import build_plan
 from airflow_trident.runtime.aggregate import aggregate_rows, combine_partials, partial_rows
-from airflow_trident.runtime.commit import StateCommitter, query_state
+from airflow_trident.runtime.commit import query_state
 from airflow_trident.runtime.join import join_partitions
 from airflow_trident.runtime.repartition import repartition
 from airflow_trident.runtime.result import Partitions, ProcessResult, StagedState
-from airflow_trident.spout.base import TridentSpout
-from airflow_trident.spout.executor import as_trident_spout
-from airflow_trident.spout.tx_state import MemoryPartitionState, PartitionState
 from airflow_trident.topology import TridentTopology
 from airflow_trident.tuple import Fields, TridentCollector, TridentTuple
 
-__all__ = [
-    "BatchReport",
-    "LocalBatchProcessor",
-    "LocalRunner",
-    "emit_partitions",
-    "run_commit_phase",
-    "topology_spouts",
-]
+__all__ = ["LocalBatchProcessor", "emit_partitions", "run_commit_phase"]
 
 log = logging.getLogger(__name__)
 
@@ -318,112 +301,12 @@ def run_commit_phase(
         processor.process(txid, sources, phase="commit")
 
 
-def topology_spouts(
-    topology: TridentTopology, store: CoordinatorStore | MemoryCoordinatorStore
-) -> dict[str, TridentSpout]:
-    """Every spout of ``topology`` as a ``TridentSpout``; partitioned spouts keep their
-    per-partition metadata beside the coordinator's (ZooKeeper, or memory)."""
-    spouts: dict[str, TridentSpout] = {}
-    for name, node_id in topology.spouts.items():
-        node = topology.nodes[node_id]
-        assert isinstance(node, SpoutNode)
-        state: PartitionState = (
-            ZkPartitionState(store, name)
-            if isinstance(store, CoordinatorStore)
-            else MemoryPartitionState()
-        )
-        spouts[name] = as_trident_spout(node.spout, state)
-    return spouts
+def __getattr__(name: str) -> Any:
+    """``LocalRunner`` and ``BatchReport`` moved to :mod:`airflow_trident.runtime.runner`
+    (they run the batch lifecycle, which builds on this interpreter); still importable here."""
+    if name in ("LocalRunner", "BatchReport"):
+        from airflow_trident.runtime import runner
 
-
-@dataclass(frozen=True)
-class BatchReport:
-    """What one local batch did."""
-
-    txid: int
-    attempt_id: int
-    records_in: int
-    staged_rows: Mapping[str, int]
-    committed: bool
-
-
-class LocalRunner:
-    """Runs a topology's batches in-process, like Trident's ``LocalCluster``.
-
-    Parameters
-    ----------
-    topology:
-        The topology.
-    store:
-        A ZooKeeper :class:`CoordinatorStore` for the real coordinator, or ``None`` for an
-        in-memory one.
-    """
-
-    def __init__(
-        self,
-        topology: TridentTopology,
-        *,
-        store: CoordinatorStore | MemoryCoordinatorStore | None = None,
-    ) -> None:
-        self.topology = topology
-        self.store = store or MemoryCoordinatorStore(topology.name)
-        spouts = topology_spouts(topology, self.store)
-        self.coordinator = TransactionalCoordinator(self.store, spouts)
-        self.processor = LocalBatchProcessor(topology)
-        self.committer = StateCommitter(topology)
-
-    def run_batch(self, run_id: str | None = None) -> BatchReport:
-        """Begin, emit, process and commit one batch (a retry of ``run_id`` replays its txid)."""
-        plan = self.coordinator.begin(run_id=run_id)
-        sources = {
-            self.topology.spouts[name]: emit_partitions(self.coordinator, plan, name)
-            for name in self.coordinator.spouts
-        }
-        result = self.processor.process(plan.txid, sources)
-        states = self.committer.make_states(result.staged)
-        new_values: dict[str, Partitions] = {}
-        updates = self.committer.updates(result.staged, states, new_values)
-        outcome = self.coordinator.commit(plan, updates)
-        if outcome.applied:
-            run_commit_phase(self.processor, plan.txid, new_values)
-        self.coordinator.success(plan.txid)
-        log.info(
-            "topology %s: txid %d done (%d records in)",
-            self.topology.name,
-            plan.txid,
-            result.records_in,
-        )
-        return BatchReport(
-            plan.txid,
-            plan.attempt.attempt_id,
-            result.records_in,
-            {n: s.rows for n, s in result.staged.items()},
-            outcome.applied,
-        )
-
-    def run(self, batches: int) -> list[BatchReport]:
-        """Run ``batches`` batches in txid order."""
-        return [self.run_batch() for _ in range(batches)]
-
-    def state(self, name: str) -> Any:
-        """The committed state ``name`` (``multi_get`` for grouped, ``get()`` for global)."""
-        return query_state(self.topology, name)
-
-    def drpc(self, function: str, args: str) -> list[Row]:
-        """Run the DRPC stream of ``function`` for one request; return its final tuples."""
-        node_id = self.topology.drpc_functions[function]
-        node = self.topology.nodes[node_id]
-        assert isinstance(node, DrpcNode)
-        result = self.processor.process(0, {node_id: {"0": [(args,)]}}, phase="process")
-        last = self._last_stage_from(node_id)
-        return [r for part in result.outputs[last] for r in part]
-
-    def _last_stage_from(self, source_id: str) -> str:
-        plan = self.processor.plan
-        reached = {s.id for s in plan.stages if s.source is not None and s.source.id == source_id}
-        last = next(iter(reached))
-        for stage in plan.stages:
-            if any(i.stage in reached for i in stage.inputs):
-                reached.add(stage.id)
-                last = stage.id
-        return last
+        return getattr(runner, name)
+    msg = f"module {__name__!r} has no attribute {name!r}"
+    raise AttributeError(msg)

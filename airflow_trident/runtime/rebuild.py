@@ -30,15 +30,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from airflow_trident.coordination.attempt import TransactionAttempt
-from airflow_trident.coordination.coordinator import BatchPlan, TransactionalCoordinator
+from airflow_trident.coordination.coordinator import BatchPlan
 from airflow_trident.coordination.memory import MemoryCoordinatorStore
 from airflow_trident.errors import BatchIncompleteError, ConfigurationError
-from airflow_trident.runtime.commit import StateCommitter
 from airflow_trident.runtime.ledger import CommitLedger
-from airflow_trident.runtime.local import LocalBatchProcessor, topology_spouts
-from airflow_trident.runtime.result import Partitions
+from airflow_trident.runtime.result import ProcessResult
+from airflow_trident.runtime.steps import BatchSteps
 from airflow_trident.spout.opaque import OpaquePartitionedSpoutExecutor
 from airflow_trident.spout.partitioned import PartitionedTransactionalSpoutExecutor
+from airflow_trident.state.binding import StateBinding
 from airflow_trident.topology import TridentTopology
 
 __all__ = ["rebuild_states"]
@@ -54,9 +54,11 @@ def rebuild_states(
     *,
     states: Sequence[str] | None = None,
     source_topology: str | None = None,
+    binding: StateBinding | None = None,
 ) -> list[dict[str, Any]]:
     """Replay archived txids ``from_txid..to_txid`` of ``source_topology`` (default: this
-    topology's name) through ``topology`` into ``states`` (default: all of its states).
+    topology's name) through ``topology`` into ``states`` (default: all of its states), in the
+    state database of ``binding`` (default: each state factory's own).
 
     Returns one summary per txid applied (records in, keys written per state), in txid
     order; txids a state already got from an earlier rebuild are skipped for it.
@@ -86,17 +88,15 @@ def rebuild_states(
     for name, txid in done.items():
         if txid >= from_txid:
             log.info("state %s was rebuilt up to txid %d: resuming after it", name, txid)
-    replayer = _Replayer(topology)
-    committer = StateCommitter(topology)
+    # the lifecycle on an in-memory coordinator: ZooKeeper and live runs are not touched
+    steps = BatchSteps(topology, MemoryCoordinatorStore(topology.name), states=binding)
     summaries = []
     for txid, archive in archives.items():
-        staged, records_in = replayer.process(txid, archive)
+        result = _replay(steps, txid, archive)
+        records_in = result.records_in
         pending = [name for name in chosen if done[name] < txid]
-        chosen_staged = {name: staged[name] for name in pending if name in staged}
-        made = committer.make_states(chosen_staged)
-        sink: dict[str, Partitions] = {}
-        for state, apply in committer.updates(chosen_staged, made, sink):
-            TransactionalCoordinator.apply_update(txid, state, apply)
+        chosen_staged = {name: result.staged[name] for name in pending if name in result.staged}
+        steps.apply_result(txid, chosen_staged)
         for name in pending:
             ledger.record_rebuilt(topology.name, name, txid)
         keys = {name: s.rows for name, s in chosen_staged.items()}
@@ -118,37 +118,22 @@ def _archive(ledger: CommitLedger, topology: str, txid: int) -> dict[str, Any]:
     return archive
 
 
-class _Replayer:
-    """Re-emits archived batches from in-memory spout state (ZooKeeper is not touched)."""
-
-    def __init__(self, topology: TridentTopology) -> None:
-        self.topology = topology
-        self.store = MemoryCoordinatorStore(topology.name)
-        self.spouts = topology_spouts(topology, self.store)
-        self.coordinator = TransactionalCoordinator(self.store, self.spouts)
-        self.processor = LocalBatchProcessor(topology)
-
-    def process(self, txid: int, archive: dict[str, Any]) -> tuple[dict[str, Any], int]:
-        archived = archive["spouts"]
-        missing = [name for name in self.spouts if name not in archived]
-        if missing:
-            msg = (
-                f"the archive of txid {txid} has no spout {', '.join(map(repr, missing))}; it "
-                f"has {', '.join(sorted(archived))} (a rebuilding topology must read the same "
-                f"spouts, by name)"
-            )
-            raise ConfigurationError(msg)
-        for name, spout in self.spouts.items():
-            if isinstance(
-                spout, (PartitionedTransactionalSpoutExecutor, OpaquePartitionedSpoutExecutor)
-            ):
-                spout.restore_batch(txid, archived[name].get("partitions", {}))
-        plan = BatchPlan(
-            TransactionAttempt(txid, 0), {name: archived[name]["meta"] for name in self.spouts}
+def _replay(steps: BatchSteps, txid: int, archive: dict[str, Any]) -> ProcessResult:
+    """Re-emit archived batch ``txid`` from in-memory spout state and process it in-process."""
+    archived = archive["spouts"]
+    spouts = steps.coordinator.spouts
+    missing = [name for name in spouts if name not in archived]
+    if missing:
+        msg = (
+            f"the archive of txid {txid} has no spout {', '.join(map(repr, missing))}; it "
+            f"has {', '.join(sorted(archived))} (a rebuilding topology must read the same "
+            f"spouts, by name)"
         )
-        sources = {
-            self.topology.spouts[name]: self.coordinator.emit_partitions(plan, name)
-            for name in self.spouts
-        }
-        result = self.processor.process(txid, sources)
-        return result.staged, result.records_in
+        raise ConfigurationError(msg)
+    for name, spout in spouts.items():
+        if isinstance(
+            spout, (PartitionedTransactionalSpoutExecutor, OpaquePartitionedSpoutExecutor)
+        ):
+            spout.restore_batch(txid, archived[name].get("partitions", {}))
+    plan = BatchPlan(TransactionAttempt(txid, 0), {name: archived[name]["meta"] for name in spouts})
+    return steps.processor.process(txid, steps.emit(plan))

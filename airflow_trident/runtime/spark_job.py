@@ -30,19 +30,16 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_trident.coordination.client import ZkConfig, connect
 from airflow_trident.coordination.coordinator import BatchPlan
-from airflow_trident.coordination.paths import CoordinatorPaths
-from airflow_trident.coordination.store import CoordinatorStore
-from airflow_trident.runtime.ledger import CommitLedger
+from airflow_trident.runtime.lifecycle import zookeeper_batch_steps
 from airflow_trident.runtime.reference import load_topology
 from airflow_trident.runtime.staging import StagingArea
 from airflow_trident.runtime.steps import BatchSteps
+from airflow_trident.state.sql.factory import STATE_URL_ENV
 
 if TYPE_CHECKING:
     from airflow_trident.runtime.spark import SparkProcessResult
 
 __all__ = ["commit_on_spark", "main", "process_on_spark", "stage_frames"]
-
-STATE_URL_ENV = "TRIDENT_STATE_URL"
 
 log = logging.getLogger("airflow_trident.spark_job")
 
@@ -121,7 +118,8 @@ def process_on_spark(steps: BatchSteps, spark: Any, txid: int, emit_wait: float)
     plan = steps.new_attempt(txid)
     log.info("txid %d attempt %d: emitting", plan.txid, plan.attempt.attempt_id)
     sources = steps.emit(plan, wait_s=emit_wait)
-    with SparkBatchProcessor(steps.topology).process(spark, plan.txid, sources) as result:
+    processor = SparkBatchProcessor(steps.topology, states=steps.states)
+    with processor.process(spark, plan.txid, sources) as result:
         manifest = stage_frames(steps.staging, plan, result)
     log.info(
         "txid %d attempt %d staged: %s",
@@ -142,7 +140,7 @@ def commit_on_spark(
     def reprocess(stale: int) -> dict[str, Any]:
         return process_on_spark(steps, spark, stale, emit_wait)
 
-    applier = SparkBatchApplier(spark, reference, steps.staging, reprocess)
+    applier = SparkBatchApplier(spark, reference, steps.staging, reprocess, steps.states)
     summary = steps.commit(txid, applier=applier)
     steps.staging.write_commit_summary(txid, summary)
     return summary
@@ -165,13 +163,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     client = connect(config)
     started = time.monotonic()
     try:
-        store = CoordinatorStore(client, CoordinatorPaths(config.root, topology.name))
-        url = os.environ.get(STATE_URL_ENV)
-        steps = BatchSteps(
+        steps = zookeeper_batch_steps(
             topology,
-            store,
-            StagingArea(args.staging_root, topology.name),
-            ledger=CommitLedger(url) if url else None,
+            client,
+            root=config.root,
+            staging_root=args.staging_root,
+            state_url=os.environ.get(STATE_URL_ENV) or None,
         )
         from airflow_trident.runtime.spark.session import spark_session
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from airflow.sdk import BaseSensorOperator
 
-from airflow_trident.operators.steps import open_steps
+from airflow_trident.hooks.trident import TridentHook
 from airflow_trident.triggers.zookeeper import BatchReadyTrigger
 
 __all__ = ["BatchReadySensor"]
@@ -40,9 +40,8 @@ class BatchReadySensor(BaseSensorOperator):
         self.deferrable = deferrable
 
     def _ready(self) -> bool:
-        with open_steps(
-            self.topology, zookeeper_conn_id=self.zookeeper_conn_id, staging_root=self.staging_root
-        ) as steps:
+        hook = TridentHook(zookeeper_conn_id=self.zookeeper_conn_id)
+        with hook.batch_steps(self.topology, staging_root=self.staging_root) as steps:
             ready: bool = steps.is_ready()
             return ready
 

@@ -2,7 +2,7 @@
 each run its own name, state and fault (they are shipped by reference to spark-submit).
 
 * ``TRIDENT_TEST_TOPOLOGY``: the topology name (default ``e2e_word_count``);
-* ``TRIDENT_STATE_URL``: the state database;
+* the state database is the run's (the DAG's ``state_conn_id``), else ``TRIDENT_STATE_URL``;
 * ``TRIDENT_FAIL_ONCE_MARKER``: a path; when set, the first processing attempt that finds no
   file there fails (after creating it), so its retry succeeds.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from airflow_trident.examples.topologies import SEED_SENTENCES, state_url
+from airflow_trident.examples.topologies import SEED_SENTENCES
 from airflow_trident.operation import Count, Split
 from airflow_trident.spout.memory import MemoryTransactionalSpout
 from airflow_trident.state.sql import sql_state
@@ -37,7 +37,7 @@ def e2e_word_count() -> TridentTopology:
     if marker:
         words = words.each(["word"], FailOnce(marker), ["checked"]).project(["word"])
     words.group_by(["word"]).persistent_aggregate(
-        sql_state(state_url(), name, "transactional", key_fields=("word",), value_type="bigint"),
+        sql_state(None, name, "transactional", key_fields=("word",), value_type="bigint"),
         Count(),
         ["count"],
         name="counts",
@@ -55,7 +55,7 @@ def bench_counts() -> TridentTopology:
     topology.new_stream(
         "words", MemoryTransactionalSpout({"p0": []}, ["word"], take_per_batch=1)
     ).group_by(["word"]).persistent_aggregate(
-        sql_state(state_url(), BENCH_TABLE, "opaque", key_fields=("word",), value_type="bigint"),
+        sql_state(None, BENCH_TABLE, "opaque", key_fields=("word",), value_type="bigint"),
         Count(),
         ["count"],
         name="counts",

@@ -78,11 +78,10 @@ class CommittedTxidTrigger(BaseTrigger):
 
 
 def _is_ready(topology: str, zookeeper_conn_id: str, staging_root: str) -> bool:
-    from airflow_trident.operators.steps import open_steps
+    from airflow_trident.hooks.trident import TridentHook
 
-    with open_steps(
-        topology, zookeeper_conn_id=zookeeper_conn_id, staging_root=staging_root
-    ) as steps:
+    hook = TridentHook(zookeeper_conn_id=zookeeper_conn_id)
+    with hook.batch_steps(topology, staging_root=staging_root) as steps:
         return steps.is_ready()
 
 

@@ -26,7 +26,8 @@ from airflow_trident.operation import (
     Sum,
 )
 from airflow_trident.planner.planner import build_plan
-from airflow_trident.runtime.local import LocalBatchProcessor, LocalRunner
+from airflow_trident.runtime.local import LocalBatchProcessor
+from airflow_trident.runtime.runner import LocalRunner
 from airflow_trident.spout.memory import FixedBatchSpout, MemoryTransactionalSpout
 from airflow_trident.state.memory import memory_state
 from airflow_trident.stream import Stream

@@ -14,9 +14,10 @@ A failed task may be retried by Spark, a failed job by Airflow: partitions alrea
 the batch by their stored txids (Trident's rule), so a partial commit is finished exactly once.
 
 Executors load the topology by reference (their Python must import it, as for any PySpark job)
-and need the state database: the driver's ``TRIDENT_STATE_URL`` travels inside the task closure
-(Spark's serialized task, never its conf, command line or logs) and is set in the executor's
-environment when the executor has none.
+and need the state database: the run's :class:`~airflow_trident.state.binding.StateBinding`
+travels inside the task closure (Spark's serialized task, never its conf, command line or logs).
+Before the tasks run, the driver puts back the keys of opaque states that an earlier attempt of
+the txid wrote and this one does not (see :mod:`airflow_trident.runtime.commit`).
 
 >>> from airflow_trident.runtime.spark.commit import commit_tasks
 >>> commit_tasks({"states": {"counts": {"files": [{"rows": 3}, {"rows": 0}]}}})
@@ -26,7 +27,6 @@ environment when the executor has none.
 from __future__ import annotations
 
 import logging
-import os
 import pickle
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -41,12 +41,11 @@ from airflow_trident.runtime.reference import cached_topology
 from airflow_trident.runtime.result import Partitions, StagedState
 from airflow_trident.runtime.spark.python_ops import batch_failure, failure_text
 from airflow_trident.runtime.staging import StagingArea
+from airflow_trident.state.binding import StateBinding
 
 __all__ = ["CommitTask", "SparkBatchApplier", "commit_tasks"]
 
 log = logging.getLogger(__name__)
-
-STATE_URL_ENV = "TRIDENT_STATE_URL"
 
 _SCHEMA = pa.schema(
     [
@@ -87,14 +86,12 @@ class _ApplyPartitions:
     tasks: tuple[CommitTask, ...]
     txid: int
     new_values: frozenset[str]
-    env: Mapping[str, str]
+    states: StateBinding
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for key, value in self.env.items():
-            os.environ.setdefault(key, value)
         try:
             topology = cached_topology(self.topology)
-            committer = StateCommitter(topology)
+            committer = StateCommitter(topology, self.states)
             staging = StagingArea(self.staging_root, topology.name)
             for batch in batches:
                 for task_id in batch.column(0).to_pylist():
@@ -135,6 +132,8 @@ class SparkBatchApplier:
         The staging area the process step wrote (executors read their files from it).
     reprocess:
         Processes a txid again and stages it (for a stale opaque batch); returns the manifest.
+    states:
+        The run's state database.
     """
 
     def __init__(
@@ -143,11 +142,13 @@ class SparkBatchApplier:
         topology: str,
         staging: StagingArea,
         reprocess: Callable[[int], Mapping[str, Any]],
+        states: StateBinding | None = None,
     ) -> None:
         self.spark = spark
         self.topology = topology
         self.staging = staging
         self._reprocess = reprocess
+        self.states = states or StateBinding()
 
     def apply_staged(self, plan: BatchPlan, manifest: Mapping[str, Any]) -> dict[str, Partitions]:
         """Apply every staged partition of ``manifest`` in its own Spark task; the new values
@@ -163,11 +164,11 @@ class SparkBatchApplier:
         tasks = tuple(commit_tasks(manifest))
         if not tasks:
             return {}
-        committer = StateCommitter(cached_topology(self.topology))
+        committer = StateCommitter(cached_topology(self.topology), self.states)
+        self._revert_unwritten(committer, plan.txid, manifest)
         wanted = frozenset(n for n in manifest["states"] if committer.wants_new_values(n))
-        env = {STATE_URL_ENV: os.environ[STATE_URL_ENV]} if STATE_URL_ENV in os.environ else {}
         apply = _ApplyPartitions(
-            self.topology, self.staging.root, dict(manifest), tasks, plan.txid, wanted, env
+            self.topology, self.staging.root, dict(manifest), tasks, plan.txid, wanted, self.states
         )
         log.info(
             "txid %d: applying %d staged partitions on Spark (%s)",
@@ -181,6 +182,20 @@ class SparkBatchApplier:
         except Exception as exc:
             raise _commit_failure(exc, plan.txid) from exc
         return self._new_values(tasks, results, wanted)
+
+    def _revert_unwritten(
+        self, committer: StateCommitter, txid: int, manifest: Mapping[str, Any]
+    ) -> None:
+        """On the driver: opaque states get back their value before ``txid`` for the keys an
+        earlier attempt wrote and this batch does not (read from the staged files)."""
+        for name, entry in manifest["states"].items():
+            if not committer.is_opaque(name) or entry["kind"] == "update":
+                continue
+            parts = [
+                self.staging.read_partition(manifest, name, i) for i in range(len(entry["files"]))
+            ]
+            stage = StagedState(name, entry["kind"], tuple(entry["fields"]), parts)
+            committer.revert_unwritten(txid, name, committer.written_keys(stage))
 
     def reprocess(self, txid: int) -> Mapping[str, Any]:
         """Process ``txid`` again on Spark (a new attempt); return its manifest."""

@@ -42,6 +42,7 @@ from airflow_trident.runtime.spark.python_ops import (
     batch_failure,
 )
 from airflow_trident.runtime.spark.result import SparkProcessResult, SparkStagedState
+from airflow_trident.state.binding import StateBinding
 from airflow_trident.topology import TridentTopology
 from airflow_trident.tuple import Fields
 
@@ -67,6 +68,8 @@ class SparkBatchProcessor:
     reference:
         ``module:attribute`` of the topology: Spark's Python workers import it to open the
         states ``state_query`` reads (else the persist steps are pickled to them).
+    states:
+        The run's state database (what ``state_query`` reads, on the driver and the workers).
     """
 
     def __init__(
@@ -76,11 +79,13 @@ class SparkBatchProcessor:
         *,
         sample_rows: int = 100,
         reference: str | None = None,
+        states: StateBinding | None = None,
     ) -> None:
         self.topology = topology
         self.plan = plan or build_plan(topology)
         self.sample_rows = sample_rows
         self.reference = reference
+        self.states = states or StateBinding()
 
     def process(
         self,
@@ -167,8 +172,8 @@ class _Run:
             for inp in stage.inputs:
                 self.uses[inp.stage] = self.uses.get(inp.stage, 0) + 1
         self._tz: str | None = None
-        topology = p.topology
-        self.states: Callable[[str], Any] = lambda name: query_state(topology, name)
+        topology, binding = p.topology, p.states
+        self.states: Callable[[str], Any] = lambda name: query_state(topology, name, binding)
 
     def timezone(self) -> str:
         """The session time zone (Arrow timestamps carry it)."""
@@ -372,7 +377,9 @@ class _Run:
         t = self.p.topology
         names = sorted({op.state for op in ops if isinstance(op, StateQueryNode)})
         if not names or self.p.reference is not None:
-            return StateResolver(t.name, reference=self.p.reference if names else None)
+            return StateResolver(
+                t.name, reference=self.p.reference if names else None, binding=self.p.states
+            )
         persists = []
         for name in names:
             node = t.nodes[t.states[name]]
@@ -388,7 +395,7 @@ class _Run:
                 f"import the topology instead"
             )
             raise ConfigurationError(msg) from exc
-        return StateResolver(t.name, tuple(persists))
+        return StateResolver(t.name, tuple(persists), binding=self.p.states)
 
     @staticmethod
     def _narrow(frame: Frame, columns: frozenset[str]) -> Frame:

@@ -43,6 +43,7 @@ from airflow_trident.runtime.spark.columns import (
     rows_from_batch,
     rows_to_batch,
 )
+from airflow_trident.state.binding import StateBinding
 from airflow_trident.topology import TridentTopology
 from airflow_trident.tuple import Fields, TridentCollector, TridentTuple
 
@@ -96,21 +97,23 @@ class StateResolver:
     """Opens the states that ``state_query`` steps read, in a Spark worker: from the topology
     imported by ``reference`` (``module:attribute``) when given, else from pickled persist steps.
 
-    In-memory states live in one process: a worker sees an empty one. Query SQL states.
+    In-memory states live in one process: a worker sees an empty one. Query SQL states. The
+    run's state database (``binding``) travels with it, inside the task closure.
     """
 
     topology: str
     persists: tuple[PersistNode, ...] = ()
     reference: str | None = None
+    binding: StateBinding | None = None
 
     def __call__(self, name: str) -> Any:
         if self.reference is not None:
-            return query_state(cached_topology(self.reference), name)
+            return query_state(cached_topology(self.reference), name, self.binding)
         t = TridentTopology(self.topology)
         for node in self.persists:
             step = t.add_node(functools.partial(_orphan, node), kind="persist", name=node.id)
             t.register_state(node.state, step.id)
-        return query_state(t, name)
+        return query_state(t, name, self.binding)
 
 
 def _orphan(node: PersistNode, step: str) -> PersistNode:

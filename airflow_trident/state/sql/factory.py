@@ -4,6 +4,12 @@ Making the factory validates the options and does no I/O (it is safe in a DAG fi
 the table is created by the first :meth:`SqlMapStateFactory.make_state`. Every state made by
 factories with the same URL shares one engine (one connection pool).
 
+A factory made with no URL (``sql_state(None, "word_counts", ...)``) lives in *the run's state
+database*: the DAG's ``state_conn_id`` connection, a CLI command's ``--state-conn-id``, the URL
+a Spark job was given (see :class:`~airflow_trident.state.binding.StateBinding`); used on its
+own, it falls back to ``TRIDENT_STATE_URL``, else SQLite under ``~/.airflow_trident``
+(:func:`default_state_url`).
+
 Examples
 --------
 >>> from airflow_trident.state.combine import CombineOp
@@ -18,8 +24,11 @@ Examples
 
 from __future__ import annotations
 
+import copy
+import os
 import threading
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 import sqlalchemy as sa
 
@@ -36,7 +45,20 @@ from airflow_trident.state.sql.schema import ensure_table
 from airflow_trident.state.sql.store import COPY_THRESHOLD, SqlBackingMap
 from airflow_trident.state.sql.table import TableLayout
 
-__all__ = ["SqlMapStateFactory", "sql_state"]
+__all__ = ["SqlMapStateFactory", "default_state_url", "sql_state"]
+
+STATE_URL_ENV = "TRIDENT_STATE_URL"
+
+
+def default_state_url() -> str:
+    """The state database of a SQL state made without a URL and used outside a run that gives
+    one: ``TRIDENT_STATE_URL``, else SQLite in ``$TRIDENT_HOME`` (``~/.airflow_trident``)."""
+    url = os.environ.get(STATE_URL_ENV)
+    if url:
+        return url
+    home = Path(os.environ.get("TRIDENT_HOME", Path.home() / ".airflow_trident"))
+    home.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{home / 'state.db'}"
 
 _MAPS: dict[StateType, type[RuleMap]] = {
     StateType.TRANSACTIONAL: TransactionalMap,
@@ -51,6 +73,7 @@ class SqlMapStateFactory:
     ``make_state`` returns a ``TransactionalMap``, ``OpaqueMap`` or ``NonTransactionalMap`` (by
     ``state_type``) over a new store on the shared engine, behind a ``CachedMap`` of
     ``cache_size`` entries when ``cache_size > 0``. All partitions share the table.
+    ``url_or_engine=None`` leaves the database to the run (:meth:`located_at`).
 
     Examples
     --------
@@ -62,7 +85,7 @@ class SqlMapStateFactory:
 
     def __init__(
         self,
-        url_or_engine: str | sa.URL | sa.Engine,
+        url_or_engine: str | sa.URL | sa.Engine | None,
         table: str,
         state_type: StateType | str,
         *,
@@ -106,10 +129,26 @@ class SqlMapStateFactory:
         return self.layout.state_type
 
     def __repr__(self) -> str:
+        where = "the run's database" if self._target is None else describe_url(self._target)
         return (
-            f"SqlMapStateFactory({describe_url(self._target)!r}, {self.layout.name!r}, "
+            f"SqlMapStateFactory({where!r}, {self.layout.name!r}, "
             f"{self.state_type.value!r}, cache_size={self.cache_size})"
         )
+
+    def located_at(self, url: str) -> SqlMapStateFactory:
+        """This factory in the database ``url`` when it was made without one, else itself.
+
+        >>> unbound = SqlMapStateFactory(None, "located_counts", "opaque")
+        >>> unbound.located_at("sqlite://")
+        SqlMapStateFactory('sqlite://', 'located_counts', 'opaque', cache_size=0)
+        >>> SqlMapStateFactory("sqlite:///a.db", "t", "opaque").located_at("sqlite://")
+        SqlMapStateFactory('sqlite:///a.db', 't', 'opaque', cache_size=0)
+        """
+        if self._target is not None:
+            return self
+        located = copy.copy(self)
+        located.__setstate__({**self.__getstate__(), "_target": url, "_created": False})
+        return located
 
     def make_state(self, partition_index: int = 0, num_partitions: int = 1) -> RuleMap:
         """The map state of partition ``partition_index`` of ``num_partitions``.
@@ -125,7 +164,7 @@ class SqlMapStateFactory:
                 f"{num_partitions} does not exist; hint: 0 <= partition_index < num_partitions"
             )
             raise ConfigurationError(msg)
-        engine = resolve_engine(self._target)
+        engine = resolve_engine(self._target if self._target is not None else default_state_url())
         with self._lock:
             if self._create and not self._created:
                 ensure_table(engine, self.layout)
@@ -139,7 +178,7 @@ class SqlMapStateFactory:
 
 
 def sql_state(
-    url_or_engine: str | sa.URL | sa.Engine,
+    url_or_engine: str | sa.URL | sa.Engine | None,
     table: str,
     state_type: StateType | str,
     *,
@@ -149,7 +188,8 @@ def sql_state(
     cache_size: int = 0,
     create: bool = True,
 ) -> SqlMapStateFactory:
-    """A state factory over the SQL table ``table`` (see :class:`SqlMapStateFactory`)."""
+    """A state factory over the SQL table ``table`` (see :class:`SqlMapStateFactory`);
+    ``url_or_engine=None``: in the run's state database."""
     return SqlMapStateFactory(
         url_or_engine,
         table,
