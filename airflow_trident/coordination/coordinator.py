@@ -20,11 +20,13 @@ from typing import Any
 
 from airflow_trident.coordination.attempt import TransactionAttempt
 from airflow_trident.coordination.protocol import CoordinatorStoreProtocol
+from airflow_trident.coordination.store import require_allocated
 from airflow_trident.errors import CommitOrderError
 from airflow_trident.names import validate_name
 from airflow_trident.spout.base import ListCollector, TridentSpout
 from airflow_trident.spout.opaque import OpaquePartitionedSpoutExecutor
 from airflow_trident.state.base import State, StateType
+from airflow_trident.state.bracket import apply_in_commit
 
 __all__ = ["BatchPlan", "CommitResult", "StateUpdate", "TransactionalCoordinator"]
 
@@ -111,6 +113,8 @@ class TransactionalCoordinator:
             txid = self.store.bind_run(run_id, txid)
         elif txid is None:
             txid = self.store.allocate_txid()
+        else:  # a replay without a run: the txid must exist, or nothing may be written
+            require_allocated(txid, self.store.current_txid(), topology=self.topology)
         metas: dict[str, Any] = {}
         for name, spout in self.spouts.items():
             earlier = self.store.latest_meta_before(name, txid)
@@ -243,14 +247,6 @@ class TransactionalCoordinator:
 
     @staticmethod
     def apply_update(txid: int, state: State, apply: Callable[[], object]) -> None:
-        """Run ``apply()`` between ``state.begin_commit(txid)`` and ``state.commit(txid)``;
-        roll the state back (when it can) if it raises."""
-        state.begin_commit(txid)
-        try:
-            apply()
-            state.commit(txid)
-        except BaseException:
-            rollback = getattr(state, "rollback", None)
-            if callable(rollback):
-                rollback()
-            raise
+        """Run ``apply()`` in ``state``'s commit of ``txid``
+        (:func:`~airflow_trident.state.bracket.apply_in_commit`)."""
+        apply_in_commit(txid, state, apply)

@@ -18,13 +18,14 @@ import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from airflow_trident.coordination.coordinator import StateUpdate, TransactionalCoordinator
+from airflow_trident.coordination.coordinator import StateUpdate
 from airflow_trident.graph import NewValuesNode, PersistNode
 from airflow_trident.operation.base import CombinerAggregator, ReducerAggregator
 from airflow_trident.runtime.aggregate import group_rows
 from airflow_trident.runtime.result import Partitions, StagedState
 from airflow_trident.state.base import Key, State, StateType
 from airflow_trident.state.binding import StateBinding
+from airflow_trident.state.bracket import apply_in_commit
 from airflow_trident.state.map.snapshot import GLOBAL_KEY, SnapshottableMap
 from airflow_trident.topology import TridentTopology
 from airflow_trident.tuple import TridentCollector, TridentTuple
@@ -119,7 +120,7 @@ class StateCommitter:
             return 0
         keep = {tuple(k) for k in keys}
         reverted: list[int] = []
-        TransactionalCoordinator.apply_update(
+        apply_in_commit(
             txid, state, lambda: reverted.append(revert(txid, keep))
         )
         count = reverted[0] if reverted else 0
@@ -179,7 +180,7 @@ class StateCommitter:
         def apply() -> None:
             new_values.extend(self._apply_partition(node, stage, rows, state))
 
-        TransactionalCoordinator.apply_update(txid, state, apply)
+        apply_in_commit(txid, state, apply)
         return new_values
 
     def _applier(

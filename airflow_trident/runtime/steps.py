@@ -61,6 +61,7 @@ from airflow_trident.spout.executor import as_trident_spout
 from airflow_trident.spout.opaque import OpaquePartitionedSpoutExecutor, StaleBatchError
 from airflow_trident.spout.partitioned import PartitionedTransactionalSpoutExecutor
 from airflow_trident.state.binding import StateBinding
+from airflow_trident.state.bracket import apply_in_commit
 from airflow_trident.topology import TridentTopology
 
 __all__ = ["BatchReport", "BatchSteps", "StagedBatchApplier", "topology_spouts"]
@@ -399,7 +400,7 @@ class BatchSteps:
         states = self.committer.make_states(chosen)
         new_values: dict[str, Partitions] = {}
         for state, apply in self.committer.updates(chosen, states, new_values):
-            TransactionalCoordinator.apply_update(txid, state, apply)
+            apply_in_commit(txid, state, apply)
         return new_values
 
     def reprocess(self, txid: int) -> Mapping[str, Any]:

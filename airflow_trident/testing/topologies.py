@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 
 from airflow_trident.examples.topologies import SEED_SENTENCES
-from airflow_trident.operation import Count, Split
+from airflow_trident.operation import Count, MapGet, Split
 from airflow_trident.spout.memory import MemoryTransactionalSpout
 from airflow_trident.state.sql import sql_state
 from airflow_trident.testing.faults import FailOnce
@@ -36,11 +36,17 @@ def e2e_word_count() -> TridentTopology:
     marker = os.environ.get("TRIDENT_FAIL_ONCE_MARKER", "")
     if marker:
         words = words.each(["word"], FailOnce(marker), ["checked"]).project(["word"])
-    words.group_by(["word"]).persistent_aggregate(
+    counts = words.group_by(["word"]).persistent_aggregate(
         sql_state(None, name, "transactional", key_fields=("word",), value_type="bigint"),
         Count(),
         ["count"],
         name="counts",
+    )
+    (
+        topology.new_drpc_stream("counts")
+        .each(["args"], Split(), ["word"])
+        .state_query(counts, ["word"], MapGet(), ["count"])
+        .project(["word", "count"])
     )
     return topology
 

@@ -138,18 +138,38 @@ def test_replaying_a_committed_txid_changes_nothing(deployment: Deployment) -> N
 
 
 class PostgresDeployment(Deployment):
-    """The Spark-commit DAG: state in PostgreSQL, reached only through the Airflow connection
-    ``e2e_state_pg`` (the URL travels to spark-submit and its executors as a secret)."""
+    """A DAG whose state is in PostgreSQL, reached only through the Airflow connection
+    ``e2e_state_pg`` (the URL travels to spark-submit and its executors as a secret). Nothing
+    points at a local database: a state made anywhere but the connection's lands in the
+    fallback SQLite file under ``TRIDENT_HOME``, which the tests check stays without it."""
 
-    def __init__(self, root: Path, zk_hosts: str, pg_url: str) -> None:
-        super().__init__(root, zk_hosts, dag_id=SPARK_COMMIT_DAG_ID, dag_file=SPARK_COMMIT_DAG_FILE)
+    def __init__(
+        self,
+        root: Path,
+        zk_hosts: str,
+        pg_url: str,
+        *,
+        dag_id: str = SPARK_COMMIT_DAG_ID,
+        dag_file: str = SPARK_COMMIT_DAG_FILE,
+    ) -> None:
+        super().__init__(root, zk_hosts, dag_id=dag_id, dag_file=dag_file)
         url = sa.make_url(pg_url)
         self.pg_url = pg_url
         del self.env["TRIDENT_STATE_URL"]
+        self.env["TRIDENT_HOME"] = str(root / "trident_home")
         self.env["AIRFLOW_CONN_E2E_STATE_PG"] = json.dumps({
             "conn_type": "postgres", "host": url.host, "port": url.port, "login": url.username,
             "password": url.password, "schema": url.database,
         })  # fmt: skip
+
+    def fallback_tables(self) -> list[str]:
+        """Tables of this topology in the fallback SQLite database (there must be none)."""
+        fallback = self.root / "trident_home" / "state.db"
+        if not fallback.exists():
+            return []
+        with sqlite3.connect(fallback) as db:
+            names = [r[0] for r in db.execute("SELECT name FROM sqlite_master")]
+        return [n for n in names if self.topology in n]
 
     def counts(self) -> dict[str, int]:
         engine = sa.create_engine(self.pg_url)
@@ -189,6 +209,61 @@ def test_spark_commit_runs_give_exact_counts_and_a_replay_changes_nothing(
     replay = pg_deployment.run(conf={"txid": 2})
     assert replay.ok, replay.describe()
     assert pg_deployment.counts() == before
+    assert pg_deployment.fallback_tables() == []
+
+
+PG_DAG = """
+from datetime import timedelta
+from airflow_trident.dag import trident_dag
+
+dag = trident_dag(
+    "airflow_trident.testing.topologies:e2e_word_count",
+    dag_id="{dag_id}",
+    spark_conn_id="spark_local",
+    state_conn_id="e2e_state_pg",
+    retries=1,
+    retry_delay=timedelta(seconds=1),{extra}
+)
+"""
+
+
+@pytest.fixture(scope="module")
+def pg_worker_deployment(tmp_path_factory: pytest.TempPathFactory) -> PostgresDeployment:
+    hosts, pg_url = os.environ.get("TRIDENT_ZK_HOSTS"), os.environ.get("TRIDENT_PG_URL")
+    if not hosts or not pg_url:
+        pytest.skip("TRIDENT_ZK_HOSTS / TRIDENT_PG_URL unset: run `bash scripts/test.sh`")
+    dag_id = "e2e_word_count_pg_worker"
+    return PostgresDeployment(
+        tmp_path_factory.mktemp("e2e_pg_worker"), hosts, pg_url,
+        dag_id=dag_id, dag_file=PG_DAG.format(dag_id=dag_id, extra=""),
+    )  # fmt: skip
+
+
+def test_worker_commit_writes_state_through_the_state_connection(
+    pg_worker_deployment: PostgresDeployment,
+) -> None:
+    # Given a DAG with state_conn_id (PostgreSQL) and the default worker commit
+    for i in (1, 2):
+        result = pg_worker_deployment.run()
+        assert result.ok, result.describe()
+        # Then the counts are in the connection's database, not in a local SQLite file
+        assert pg_worker_deployment.counts() == expected(i)
+    assert pg_worker_deployment.fallback_tables() == []
+    before = pg_worker_deployment.counts()
+    assert pg_worker_deployment.run(conf={"txid": 1}).ok
+    assert pg_worker_deployment.counts() == before
+    # and DRPC, asked through the same connection, answers from it
+    from airflow_trident.hooks.trident import TridentHook
+
+    env = {k: v for k, v in pg_worker_deployment.env.items() if k.startswith("AIRFLOW_CONN_")}
+    with pytest.MonkeyPatch.context() as mp:
+        for key, value in env.items():
+            mp.setenv(key, value)
+        mp.setenv("TRIDENT_TEST_TOPOLOGY", pg_worker_deployment.topology)
+        mp.delenv("TRIDENT_STATE_URL", raising=False)
+        hook = TridentHook(state_conn_id="e2e_state_pg")
+        answer = hook.drpc("airflow_trident.testing.topologies:e2e_word_count", "counts", "the cow")
+    assert answer == [("the", before["the"]), ("cow", before["cow"])]
 
 
 CONNECT_DAG_ID = "e2e_word_count_connect"

@@ -189,3 +189,47 @@ def test_rebuild_command_line(
     # an unarchived txid: a clear message, exit status 2, nothing written
     assert cli.main(["rebuild", ref, "--state", "letters", "--to-txid", "9"]) == 2
     assert "txid 5" in capsys.readouterr().err
+
+
+def test_rebuild_through_a_state_binding_writes_only_to_that_database(
+    pg_url: str, unique_name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The state database comes from the run (a connection's URL), not from a variable set at
+    the right moment: states made with ``url=None`` follow the binding, for live runs and
+    rebuilds alike, and nothing lands in the fallback database."""
+    from airflow_trident.runtime.runner import LocalRunner
+    from airflow_trident.state.binding import StateBinding
+
+    monkeypatch.delenv("TRIDENT_STATE_URL", raising=False)
+    monkeypatch.setenv("TRIDENT_HOME", str(tmp_path / "home"))
+    binding = StateBinding(pg_url)
+
+    def v(with_letters: bool) -> TridentTopology:
+        t = TridentTopology(unique_name)
+        words = t.new_stream(
+            "lines", MemoryTransactionalSpout(DATA, ["line"], TAKE)
+        ).each(["line"], Split(), ["word"])
+        words.group_by(["word"]).persistent_aggregate(
+            sql_state(None, f"{unique_name}_c", "transactional", key_fields=("word",),
+                      value_type="bigint"), Count(), ["count"], name="counts",
+        )  # fmt: skip
+        if with_letters:
+            letters = words.each(["word"], FirstLetter(), ["letter"]).group_by(["letter"])
+            letters.persistent_aggregate(
+                sql_state(None, f"{unique_name}_l", "transactional", key_fields=("letter",),
+                          value_type="bigint"), Count(), ["count"], name="letters",
+            )  # fmt: skip
+        return t
+
+    ledger = CommitLedger(pg_url)
+    LocalRunner(v(False), states=binding, ledger=ledger).run(BATCHES)
+    summaries = rebuild_states(
+        v(True), ledger, 1, BATCHES, states=["letters"], binding=binding
+    )
+    assert [s["txid"] for s in summaries] == list(range(1, BATCHES + 1))
+    letters = Counter({w[0]: 0 for w in WORDS})
+    for word, n in words_in(BATCHES).items():
+        letters[word[0]] += n
+    got = LocalRunner(v(True), states=binding).state("letters").multi_get([(k,) for k in letters])
+    assert dict(zip(letters, got, strict=True)) == {k: (n or None) for k, n in letters.items()}
+    assert not (tmp_path / "home" / "state.db").exists()
