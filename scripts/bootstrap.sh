@@ -16,7 +16,12 @@ if [ ! -x "$PY" ]; then
     python3 -m venv .venv
 fi
 
+# Parallel runs (test.sh, main.sh, helpers) share .venv: one installs, the others wait for it.
+exec 9>.venv/.bootstrap.lock
+flock 9
+
 if [ -f pyproject.toml ]; then
+    # any change to pyproject.toml (a new dev tool such as import-linter) reinstalls .[dev]
     stamp=".venv/.installed-$(sha256sum pyproject.toml | cut -c1-64)"
     if [ -f "$stamp" ]; then
         log "dependencies up to date ($(basename "$stamp" | cut -c1-22)...)"

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The test command: lint, type-check and pytest against local ZooKeeper + PostgreSQL.
+# The test command: lint, type-check, check the import contracts (layers, pyproject.toml's
+# [tool.importlinter]) and pytest against local ZooKeeper + PostgreSQL.
 # Extra arguments go to pytest. Runs every step and exits non-zero if any failed.
 set -euo pipefail
 # shellcheck source=scripts/env.sh
@@ -8,6 +9,7 @@ failed=()
 step() { echo "[test] $*" >&2; "$@" || failed+=("$1"); }
 if [ -d airflow_trident ] || [ -d tests ]; then step .venv/bin/ruff check .; fi
 if [ -d airflow_trident ]; then step .venv/bin/mypy --strict airflow_trident; fi
+if [ -d airflow_trident ]; then step .venv/bin/lint-imports --no-cache --no-logo; fi
 if [ -d tests ]; then step .venv/bin/pytest -q "$@"; fi
 if [ ${#failed[@]} -gt 0 ]; then echo "[test] FAILED: ${failed[*]}" >&2; exit 1; fi
 echo "[test] all passed" >&2

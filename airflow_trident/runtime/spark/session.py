@@ -1,18 +1,21 @@
-"""A local SparkSession for tests, benchmarks and demos (the processor takes any session).
+"""SparkSessions: local (tests, benchmarks, demos), spark-submit's, and Spark Connect's.
 
-Spark's Python workers must run the same interpreter as the driver (``PYSPARK_PYTHON``; else
-they start the ``python3`` on ``PATH``, which may lack pyarrow and this package).
+The processor takes any session. Spark's Python workers must run the same interpreter as the
+driver (``PYSPARK_PYTHON``; else they start the ``python3`` on ``PATH``, which may lack pyarrow
+and this package). This is the one place sessions are built, so the Airflow adapters reach Spark
+through the runtime and never import ``pyspark`` themselves.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 from pyspark.sql import SparkSession
 
-__all__ = ["local_session", "spark_session"]
+__all__ = ["local_session", "remote_session", "spark_session"]
 
 
 def local_session(
@@ -50,3 +53,23 @@ def spark_session(app_name: str = "airflow-trident") -> SparkSession:
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .getOrCreate()
     )
+
+
+@contextlib.contextmanager
+def remote_session(url: str) -> Iterator[SparkSession]:
+    """A session on a Spark Connect server, stopped when the block ends.
+
+    Parameters
+    ----------
+    url
+        The server's ``sc://host:port`` URL (a token rides in it as ``/;token=...``: never log
+        it).
+
+    Example: ``with remote_session("sc://127.0.0.1:15002") as spark: spark.range(3).count()``
+    (needs a running server, see ``airflow_trident.testing.connect``).
+    """
+    spark = SparkSession.builder.remote(url).getOrCreate()
+    try:
+        yield spark
+    finally:
+        spark.stop()
