@@ -283,18 +283,28 @@ dag = trident_dag(
 
 
 @pytest.fixture(scope="module")
-def connect_deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
-    hosts = os.environ.get("TRIDENT_ZK_HOSTS")
-    if not hosts:
+def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A Spark Connect server for this module's Connect-mode DAGs; its ``sc://`` URL."""
+    if not os.environ.get("TRIDENT_ZK_HOSTS"):
         pytest.skip("TRIDENT_ZK_HOSTS unset: run `bash scripts/test.sh`")
+    with running_connect_server(tmp_path_factory.mktemp("connect_server")) as url:
+        yield url
+
+
+def _connect_to(deployment: Deployment, url: str) -> Deployment:
+    host, _, port = url.rpartition(":")
+    deployment.env["AIRFLOW_CONN_E2E_CONNECT"] = json.dumps(
+        {"conn_type": "spark_connect", "host": host, "port": int(port)}
+    )
+    return deployment
+
+
+@pytest.fixture(scope="module")
+def connect_deployment(tmp_path_factory: pytest.TempPathFactory, connect_server: str) -> Deployment:
+    hosts = os.environ["TRIDENT_ZK_HOSTS"]
     root = tmp_path_factory.mktemp("e2e_connect")
-    with running_connect_server(root / "connect") as url:
-        deployment = Deployment(root, hosts, dag_id=CONNECT_DAG_ID, dag_file=CONNECT_DAG_FILE)
-        host, _, port = url.rpartition(":")
-        deployment.env["AIRFLOW_CONN_E2E_CONNECT"] = json.dumps(
-            {"conn_type": "spark_connect", "host": host, "port": int(port)}
-        )
-        yield deployment
+    deployment = Deployment(root, hosts, dag_id=CONNECT_DAG_ID, dag_file=CONNECT_DAG_FILE)
+    return _connect_to(deployment, connect_server)
 
 
 def test_connect_process_mode_runs_give_exact_counts_and_a_replay_changes_nothing(
@@ -311,3 +321,31 @@ def test_connect_process_mode_runs_give_exact_counts_and_a_replay_changes_nothin
     replay = connect_deployment.run(conf={"txid": 2})
     assert replay.ok, replay.describe()
     assert connect_deployment.counts() == before
+
+
+def test_connect_process_and_spark_commit_use_the_state_connection(
+    tmp_path_factory: pytest.TempPathFactory, connect_server: str
+) -> None:
+    """Spark Connect processing + Spark commit, state through ``state_conn_id`` only."""
+    hosts, pg_url = os.environ.get("TRIDENT_ZK_HOSTS"), os.environ.get("TRIDENT_PG_URL")
+    if not hosts or not pg_url:
+        pytest.skip("TRIDENT_ZK_HOSTS / TRIDENT_PG_URL unset: run `bash scripts/test.sh`")
+    dag_id = "e2e_word_count_pg_connect"
+    extra = (
+        '\n    process_mode="connect",\n    spark_connect_conn_id="e2e_connect",'
+        '\n    commit_mode="spark",'
+    )
+    deployment = PostgresDeployment(
+        tmp_path_factory.mktemp("e2e_pg_connect"), hosts, pg_url,
+        dag_id=dag_id, dag_file=PG_DAG.format(dag_id=dag_id, extra=extra),
+    )  # fmt: skip
+    _connect_to(deployment, connect_server)
+    for i in (1, 2):
+        result = deployment.run()
+        assert result.ok, result.describe()
+        assert deployment.counts() == expected(i)
+    assert "on Spark Connect" in result.process.stdout + result.process.stderr
+    assert deployment.fallback_tables() == []
+    before = deployment.counts()
+    assert deployment.run(conf={"txid": 2}).ok
+    assert deployment.counts() == before

@@ -213,3 +213,33 @@ def test_a_stale_opaque_batch_is_reprocessed_on_spark_before_its_spark_commit(
         rows = conn.execute(sa.text(f'SELECT word, val FROM "{ct.OPAQUE_TABLE}"')).all()
     engine.dispose()
     assert {r[0]: int(r[1]) for r in rows} == ct.expected_counts(2)
+
+
+def test_spark_commit_reverts_keys_an_earlier_attempt_wrote_and_the_replay_does_not(
+    opaque_steps: BatchSteps, spark: Any
+) -> None:
+    """Hole 1 on the Spark commit path: attempt 1 of txid 1 reads every partition, writes the
+    opaque state and dies before the compare-and-set; the replay runs with p1 unreadable and
+    is committed by a Spark job; p1's tuples come in later txids: every key counted once."""
+    steps = opaque_steps
+    txid = int(steps.begin("r1")["txid"])
+    manifest = process_on_spark(steps, spark, txid, 0.0)
+    plan = steps.plan(txid)
+    steps.apply_staged(plan, manifest)  # attempt 1 wrote state ... and died
+    assert steps.store.committed_txid() == 0
+    os.environ["TRIDENT_UNREADABLE_PARTITIONS"] = "p1"
+    process_on_spark(steps, spark, txid, 0.0)  # the replay reads less
+    assert commit_on_spark(steps, spark, OPAQUE, txid, 0.0)["applied"] is True
+    del os.environ["TRIDENT_UNREADABLE_PARTITIONS"]
+    for i in range(2, 7):  # until every partition is read to its end
+        t = int(steps.begin(f"r{i}")["txid"])
+        process_on_spark(steps, spark, t, 0.0)
+        assert commit_on_spark(steps, spark, OPAQUE, t, 0.0)["applied"] is True
+    engine = sa.create_engine(os.environ["TRIDENT_STATE_URL"])
+    with engine.connect() as conn:
+        rows = conn.execute(sa.text(f'SELECT word, val FROM "{ct.OPAQUE_TABLE}"')).all()
+    engine.dispose()
+    got = {r[0]: int(r[1]) for r in rows}
+    want = ct.expected_counts(4)  # all of the data
+    assert {w: (got.get(w), n) for w, n in want.items() if got.get(w) != n} == {}
+    assert set(got) == set(want)

@@ -18,6 +18,7 @@ from pyspark.sql import types as T
 from airflow_trident.errors import ConfigurationError, TridentError
 from airflow_trident.graph import (
     AggregateNode,
+    DrpcNode,
     EachNode,
     JoinNode,
     MergeNode,
@@ -151,6 +152,14 @@ def _maybe_native(op: Op) -> bool:
     return False
 
 
+def _idle(stage: Stage, sources: Sources, idle: set[str]) -> bool:
+    """Whether ``stage`` only serves DRPC requests that this call has none of: a DRPC source
+    not given, or every input idle (a batch of the spouts runs no DRPC stream)."""
+    if isinstance(stage.source, DrpcNode):
+        return stage.source.id not in sources
+    return bool(stage.inputs) and all(i.stage in idle for i in stage.inputs)
+
+
 class _Run:
     """One ``process`` call."""
 
@@ -182,7 +191,11 @@ class _Run:
         return self._tz
 
     def execute(self, sources: Sources) -> SparkProcessResult:
+        idle: set[str] = set()  # DRPC branches no request feeds (a batch of the spouts)
         for stage in self.stages:
+            if _idle(stage, sources, idle):
+                idle.add(stage.id)
+                continue
             emitted = sources.get(stage.source.id, {}) if stage.source is not None else {}
             if isinstance(stage.source, SpoutNode):
                 self.result.emitted[stage.source.id] = {p: len(r) for p, r in emitted.items()}
