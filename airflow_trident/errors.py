@@ -24,8 +24,11 @@ __all__ = [
     "InvalidNameError",
     "MetadataError",
     "MetadataNotSerializableError",
+    "NotExactlyOnceError",
     "StateBehindError",
     "StateError",
+    "SpoutEmitError",
+    "SpoutUnavailableError",
     "StateStoreUnavailableError",
     "TopologyError",
     "TridentError",
@@ -99,3 +102,17 @@ class BatchNotReadyError(BatchFailedError):
 
 class BatchIncompleteError(BatchFailedError):
     """Staged results that do not account for every emitted record (or are from old metadata)."""
+
+
+class NotExactlyOnceError(TopologyError):
+    """A persist step whose spout and state together are not exactly-once (Trident's table);
+    fix the combination, or pass ``at_least_once=True`` to accept it."""
+
+
+class SpoutEmitError(BatchFailedError):
+    """A spout's emitter raised: the batch fails and is replayed. The message names the spout,
+    txid, attempt (and partition when known); the spout's own error is the ``__cause__``."""
+
+
+class SpoutUnavailableError(SpoutEmitError, ConnectionError):
+    """A spout's emitter could not reach its source (it raised a ``ConnectionError``)."""

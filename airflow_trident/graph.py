@@ -1,6 +1,18 @@
 """The topology graph: frozen nodes. Building a topology only adds nodes; nothing runs.
 
 Each node has a stable id (a step name), its parents' ids, and the fields it outputs.
+
+It also knows Trident's exactly-once table, so a persist step can be checked when it is added:
+which guarantee a spout gives (:func:`spout_kind`), which rule a state applies
+(:func:`state_kind`), and whether the pair is exactly-once (:func:`not_exactly_once`).
+
+>>> from airflow_trident.spout.memory import FixedBatchSpout, MemoryOpaqueSpout
+>>> spout_kind(FixedBatchSpout(["w"], 1)), spout_kind(MemoryOpaqueSpout({"p": []}, ["w"], 1))
+('non_transactional', 'opaque')
+>>> [not_exactly_once("transactional", s) is None for s in GUARANTEES]
+[True, True, False]
+>>> not_exactly_once("opaque", "transactional")[:52]
+'an opaque spout may re-emit a txid with other tuples'
 """
 
 from __future__ import annotations
@@ -11,6 +23,7 @@ from typing import Any, Literal
 from airflow_trident.tuple import Fields
 
 __all__ = [
+    "GUARANTEES",
     "AggPart",
     "AggregateNode",
     "DrpcNode",
@@ -27,6 +40,11 @@ __all__ = [
     "RepartitionNode",
     "SpoutNode",
     "StateQueryNode",
+    "exactly_once_fix",
+    "not_exactly_once",
+    "spout_kind",
+    "spout_shape",
+    "state_kind",
 ]
 
 RepartitionMethod = Literal[
@@ -140,7 +158,8 @@ class PersistNode(Node):
     """Applies the batch to a state in the commit phase.
 
     ``mode`` is ``"aggregate"`` (a persistent aggregate; ``parts`` holds its aggregator) or
-    ``"update"`` (a ``partition_persist`` with a state updater).
+    ``"update"`` (a ``partition_persist`` with a state updater). ``at_least_once``: the user
+    accepted a spout and state that together are not exactly-once.
     """
 
     state: str = ""
@@ -151,6 +170,7 @@ class PersistNode(Node):
     updater: Any = None
     input_fields: Fields = ()
     new_values_fields: Fields = ()
+    at_least_once: bool = False
 
 
 @dataclass(frozen=True, eq=False)
@@ -175,3 +195,87 @@ class JoinNode(Node):
     join_fields: tuple[Fields, ...] = ()
     join_types: tuple[JoinType, ...] = ()
     other_fields: tuple[Fields, ...] = field(default_factory=tuple)
+
+
+# -- Trident's exactly-once table ---------------------------------------------------------------
+
+GUARANTEES = ("transactional", "opaque", "non_transactional")
+"""Spout kinds and state types, strongest first."""
+
+SpoutShape = Literal["trident", "partitioned", "opaque", "batch"]
+
+
+def spout_shape(spout: Any) -> SpoutShape | None:
+    """Which spout contract ``spout`` implements (``None``: none of them).
+
+    ``"trident"``: a ``TridentSpout`` (coordinator, emitter, ``kind``); ``"partitioned"`` /
+    ``"opaque"``: a (opaque) partitioned transactional spout; ``"batch"``: a batch spout
+    (``emit_batch``). :func:`~airflow_trident.spout.executor.as_trident_spout` wraps by it.
+    """
+    if all(hasattr(spout, a) for a in ("get_coordinator", "get_emitter", "kind")):
+        return "trident"
+    if hasattr(spout, "get_partitioned_coordinator"):
+        return "partitioned"
+    if hasattr(spout, "get_opaque_coordinator"):
+        return "opaque"
+    if hasattr(spout, "emit_batch") and hasattr(spout, "output_fields"):
+        return "batch"
+    return None
+
+
+def _guarantee(kind: Any) -> str | None:
+    value = getattr(kind, "value", kind)  # a StateType, or its value
+    return value if isinstance(value, str) and value in GUARANTEES else None
+
+
+def spout_kind(spout: Any) -> str | None:
+    """The guarantee ``spout`` gives: ``"transactional"``, ``"opaque"``, ``"non_transactional"``
+    (a batch spout), or ``None`` when unknown."""
+    shape = spout_shape(spout)
+    if shape == "trident":
+        return _guarantee(spout.kind)
+    return {"partitioned": "transactional", "opaque": "opaque", "batch": "non_transactional"}.get(
+        shape or ""
+    )
+
+
+def state_kind(factory: Any) -> str | None:
+    """The rule of the states ``factory`` makes (its ``state_type``), or ``None`` when unknown."""
+    return _guarantee(getattr(factory, "state_type", None))
+
+
+_WHY_SPOUT = (
+    "a non-transactional spout does not promise to re-emit a failed batch's tuples (nor only "
+    "them), so a replay can lose tuples or count them twice"
+)
+_WHY_STATE = "a non-transactional state stores no txid, so a replayed batch is applied again"
+_WHY_OPAQUE = (
+    "an opaque spout may re-emit a txid with other tuples, and a transactional state skips a "
+    "txid it already holds, so tuples can be lost or counted twice"
+)
+
+
+def not_exactly_once(spout: str, state: str) -> str | None:
+    """Why a spout of kind ``spout`` into a state of type ``state`` is not exactly-once, or
+    ``None`` when it is (Trident: a transactional spout with a transactional or opaque state, an
+    opaque spout with an opaque state)."""
+    why = []
+    if spout == "non_transactional":
+        why.append(_WHY_SPOUT)
+    if state == "non_transactional":
+        why.append(_WHY_STATE)
+    if spout == "opaque" and state == "transactional":
+        why.append(_WHY_OPAQUE)
+    return "; and ".join(why) or None
+
+
+def exactly_once_fix(spout: str, state: str) -> str:
+    """How to make a spout of kind ``spout`` and a state of type ``state`` exactly-once."""
+    fixes = []
+    if spout == "non_transactional":
+        fixes.append("use a transactional or opaque spout")
+    if state == "non_transactional":
+        fixes.append("use a transactional or opaque state")
+    if spout == "opaque" and state == "transactional":
+        fixes.append("use an opaque state (state_type='opaque') or a transactional spout")
+    return " and ".join(fixes)

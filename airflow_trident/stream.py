@@ -338,14 +338,21 @@ class Stream:
         output_fields: FieldsLike | None = None,
         *,
         name: str | None = None,
+        at_least_once: bool = False,
     ) -> TridentState:
         """Aggregate every batch into a state holding one value (a ``Snapshottable``).
 
         ``persistent_aggregate(factory, agg, out)`` or
         ``persistent_aggregate(factory, input_fields, agg, out)``.
+
+        Raises
+        ------
+        NotExactlyOnceError
+            If the stream's spouts and the state are not exactly-once together (see
+            ``docs/concepts.md``), unless ``at_least_once=True`` accepts that.
         """
         return _persist_aggregate(
-            self, (), state_factory, input_fields, aggregator, output_fields, name
+            self, (), state_factory, input_fields, aggregator, output_fields, name, at_least_once
         )
 
     def partition_persist(
@@ -356,13 +363,28 @@ class Stream:
         output_fields: FieldsLike | None = None,
         *,
         name: str | None = None,
+        at_least_once: bool = False,
     ) -> TridentState:
-        """Apply each partition's tuples to a state with ``updater`` in the commit phase."""
+        """Apply each partition's tuples to a state with ``updater`` in the commit phase.
+
+        Raises
+        ------
+        NotExactlyOnceError
+            If the stream's spouts and the state are not exactly-once together, unless
+            ``at_least_once=True`` accepts that.
+        """
         inputs = self.check_fields(name or "partition_persist", as_fields(input_fields))
         if not isinstance(updater, StateUpdater):
             msg = f"partition_persist: {updater!r} is not a StateUpdater"
             raise TopologyError(msg)
         state = validate_name(name or f"state_{len(self.topology.nodes) + 1}", kind="state")
+        self.topology.check_exactly_once(
+            self.node_id,
+            state,
+            state_factory,
+            at_least_once=at_least_once,
+            call="partition_persist",
+        )
         outputs = as_fields(output_fields or ())
         node = self.topology.add_node(
             lambda s: PersistNode(
@@ -375,6 +397,7 @@ class Stream:
                 updater=updater,
                 input_fields=inputs,
                 new_values_fields=outputs,
+                at_least_once=at_least_once,
             ),
             kind="persist",
             name=name,
@@ -430,6 +453,7 @@ def _persist_aggregate(
     aggregator: Any,
     output_fields: Any,
     name: str | None,
+    at_least_once: bool,
 ) -> TridentState:
     if output_fields is None:  # (factory, agg, out): every field is an input
         input_fields, aggregator, output_fields = stream.fields, input_fields, aggregator
@@ -447,6 +471,9 @@ def _persist_aggregate(
         raise TopologyError(msg)
     topology = stream.topology
     state = validate_name(name or f"state_{len(topology.nodes) + 1}", kind="state")
+    topology.check_exactly_once(
+        stream.node_id, state, factory, at_least_once=at_least_once, call="persistent_aggregate"
+    )
     part = AggPart(aggregator, inputs, outputs)
     node = topology.add_node(
         lambda s: PersistNode(
@@ -460,6 +487,7 @@ def _persist_aggregate(
             group_fields=group,
             input_fields=inputs,
             new_values_fields=group + outputs,
+            at_least_once=at_least_once,
         ),
         kind="persist",
         name=name,
@@ -511,8 +539,16 @@ class GroupedStream:
         output_fields: FieldsLike | None = None,
         *,
         name: str | None = None,
+        at_least_once: bool = False,
     ) -> TridentState:
-        """Aggregate every batch into a map state keyed by the group fields."""
+        """Aggregate every batch into a map state keyed by the group fields.
+
+        Raises
+        ------
+        NotExactlyOnceError
+            If the stream's spouts and the state are not exactly-once together (see
+            ``docs/concepts.md``), unless ``at_least_once=True`` accepts that.
+        """
         return _persist_aggregate(
             self.stream,
             self.group_fields,
@@ -521,6 +557,7 @@ class GroupedStream:
             aggregator,
             output_fields,
             name,
+            at_least_once,
         )
 
     def state_query(

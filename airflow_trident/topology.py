@@ -6,10 +6,10 @@ runs until a runtime executes a batch.
 Examples
 --------
 >>> from airflow_trident.operation import Count, Split
->>> from airflow_trident.spout.memory import FixedBatchSpout
+>>> from airflow_trident.spout.memory import MemoryTransactionalSpout
 >>> from airflow_trident.state.memory import memory_state
 >>> topology = TridentTopology("word_count")
->>> spout = FixedBatchSpout(["sentence"], 3, ("the cow jumped over the moon",), cycle=True)
+>>> spout = MemoryTransactionalSpout({"p0": [("the cow jumped over the moon",)]}, ["sentence"], 3)
 >>> counts = (
 ...     topology.new_stream("sentences", spout)
 ...     .each(["sentence"], Split(), ["word"])
@@ -25,8 +25,19 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from airflow_trident.errors import TopologyError
-from airflow_trident.graph import DrpcNode, JoinNode, MergeNode, Node, SpoutNode
+from airflow_trident.errors import NotExactlyOnceError, TopologyError
+from airflow_trident.graph import (
+    GUARANTEES,
+    DrpcNode,
+    JoinNode,
+    MergeNode,
+    Node,
+    SpoutNode,
+    exactly_once_fix,
+    not_exactly_once,
+    spout_kind,
+    state_kind,
+)
 from airflow_trident.names import validate_name
 from airflow_trident.tuple import Fields
 
@@ -232,6 +243,53 @@ class TridentTopology:
             msg = f"topology {self.name!r} has no state {name!r}; states: {sorted(self.states)}"
             raise TopologyError(msg)
         return TridentState(self, name)
+
+    def source_spouts(self, node_id: str) -> dict[str, str | None]:
+        """The spouts feeding step ``node_id`` (through merges and joins): name -> kind."""
+        names = {step: name for name, step in self.spouts.items()}
+        found: dict[str, str | None] = {}
+        seen: set[str] = set()
+        todo = [node_id]
+        while todo:
+            step = todo.pop()
+            if step in seen:
+                continue
+            seen.add(step)
+            node = self.nodes[step]
+            if isinstance(node, SpoutNode):
+                found[names.get(step, step)] = spout_kind(node.spout)
+            todo.extend(node.parents)
+        return dict(sorted(found.items()))
+
+    def check_exactly_once(
+        self, node_id: str, state: str, factory: Any, *, at_least_once: bool, call: str
+    ) -> None:
+        """Refuse persisting the stream ending at ``node_id`` into ``state`` (made by
+        ``factory``) when its weakest spout and the state are not exactly-once (Trident's
+        table), unless ``at_least_once``. Unknown spout kinds or state types are not refused.
+
+        Raises
+        ------
+        NotExactlyOnceError
+            Naming the state, the spout and its kind, why, and the fixes.
+        """
+        state_type = state_kind(factory)
+        spouts = {n: k for n, k in self.source_spouts(node_id).items() if k is not None}
+        if at_least_once or state_type is None or not spouts:
+            return
+        weakest = max(spouts.values(), key=GUARANTEES.index)
+        why = not_exactly_once(weakest, state_type)
+        if why is None:
+            return
+        named = ", ".join(repr(n) for n, k in spouts.items() if k == weakest)
+        spout = f"spout {named}" if "," not in named else f"spouts {named}"
+        msg = (
+            f"state {state!r} ({state_type} state) fed by {spout} ({weakest} spout) in "
+            f"topology {self.name!r} is not exactly-once: {why}. Hint: "
+            f"{exactly_once_fix(weakest, state_type)}, or pass at_least_once=True to {call} "
+            f"to accept at-least-once"
+        )
+        raise NotExactlyOnceError(msg)
 
     def register_state(self, name: str, node_id: str) -> None:
         """Record that step ``node_id`` persists state ``name``."""

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
 
-from airflow_trident.state.combine import CombineOp
+from airflow_trident.operation.combine import CombineOp
 from airflow_trident.tuple import TridentCollector, TridentTuple
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "Function",
     "MapFunction",
     "Operation",
+    "OperationContext",
     "QueryFunction",
     "ReducerAggregator",
     "StateUpdater",
@@ -40,14 +42,56 @@ T = TypeVar("T")
 S = TypeVar("S")
 
 
-class Operation:
-    """Base of every operation; ``prepare``/``cleanup`` bracket a batch's use of it."""
+@dataclass(frozen=True)
+class OperationContext:
+    """Where an operation is about to run (Trident's ``TridentOperationContext``).
 
-    def prepare(self, partition_index: int, num_partitions: int) -> None:
-        """Called before the operation first runs in a partition."""
+    ``partition_index`` / ``num_partitions``: the partition of the step's stage (on Spark: the
+    Spark partition, and ``num_partitions`` is ``None``, as a Python worker does not know it).
+    """
+
+    topology: str
+    step: str
+    txid: int
+    partition_index: int
+    num_partitions: int | None
+
+
+class Operation:
+    """Base of every operation; :meth:`prepare` and :meth:`cleanup` bracket its use by one
+    partition task of a batch.
+
+    Trident calls ``prepare(conf, context)``; there is no topology conf here, so the
+    :class:`OperationContext` is the one argument. Open connections or caches in ``prepare``
+    and release them in ``cleanup``.
+
+    Examples
+    --------
+    >>> class Lookup(Function):
+    ...     def prepare(self, context):
+    ...         self.table = {"ann": "Oslo"}  # e.g. open a connection
+    ...     def execute(self, tuple_, collector):
+    ...         collector.emit((self.table.get(tuple_[0]),))
+    ...     def cleanup(self):
+    ...         del self.table
+    >>> from airflow_trident.runtime.local import LocalBatchProcessor
+    >>> from airflow_trident.spout.memory import MemoryTransactionalSpout
+    >>> from airflow_trident.topology import TridentTopology
+    >>> t = TridentTopology("lookups")
+    >>> s = t.new_stream("users", MemoryTransactionalSpout({"p0": []}, ["user"], 1))
+    >>> _ = s.each(["user"], Lookup(), ["city"])
+    >>> result = LocalBatchProcessor(t).process(1, {"users": {"p0": [("ann",), ("bob",)]}})
+    >>> result.outputs["stage_1"]
+    [[('ann', 'Oslo'), ('bob', None)]]
+    """
+
+    def prepare(self, context: OperationContext) -> None:
+        """Called once per partition task of a batch, before the operation's first tuple
+        (also for an empty partition). An exception fails the batch, naming the step."""
 
     def cleanup(self) -> None:
-        """Called when the operation is done."""
+        """Called after the operation's last tuple in that partition task — also when the
+        batch failed. An exception fails the batch (unless it already failed)."""
 
 
 class Function(Operation, ABC):

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from airflow_trident.coordination.attempt import TransactionAttempt
+from airflow_trident.errors import SpoutEmitError, SpoutUnavailableError
 from airflow_trident.state.base import StateType
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "Emitter",
     "ListCollector",
     "TridentSpout",
+    "emit_error",
     "start_partition",
 ]
 
@@ -49,10 +51,13 @@ class ListCollector:
     def __init__(self) -> None:
         self.tuples: list[tuple[Any, ...]] = []
         self.partitions: dict[str, list[tuple[Any, ...]]] = {}
+        self.partition: str | None = None
+        """The source partition being emitted (``None`` before any)."""
         self._current: list[tuple[Any, ...]] | None = None
 
     def start_partition(self, partition: str) -> None:
         """Tuples emitted from now on come from ``partition``."""
+        self.partition = partition
         self._current = self.partitions.setdefault(partition, [])
 
     def emit(self, values: Sequence[Any]) -> None:
@@ -62,6 +67,30 @@ class ListCollector:
             self.start_partition("0")
         assert self._current is not None
         self._current.append(row)
+
+
+def emit_error(
+    spout: str, attempt: TransactionAttempt, partition: str | None, exc: Exception
+) -> SpoutEmitError:
+    """The batch failure for ``exc``, raised by spout ``spout``'s emitter (raise it ``from exc``).
+
+    A ``ConnectionError`` gives a :class:`~airflow_trident.errors.SpoutUnavailableError` (still
+    a ``ConnectionError``); anything else a :class:`~airflow_trident.errors.SpoutEmitError`.
+
+    >>> err = emit_error("words", TransactionAttempt(7, 2), "p1", ConnectionError("refused"))
+    >>> isinstance(err, ConnectionError), str(err)[:78]
+    (True, "spout 'words' failed to emit batch txid 7 (attempt 2), partition 'p1': Connect")
+    """
+    where = f"batch txid {attempt.txid} (attempt {attempt.attempt_id})"
+    if partition is not None:
+        where += f", partition {partition!r}"
+    msg = (
+        f"spout {spout!r} failed to emit {where}: {type(exc).__name__}: {exc}; the batch is not "
+        f"committed and will be replayed (a new attempt of txid {attempt.txid}). Hint: check "
+        f"that the spout's source is reachable and holds the batch's data"
+    )
+    cls = SpoutUnavailableError if isinstance(exc, ConnectionError) else SpoutEmitError
+    return cls(msg)
 
 
 def start_partition(collector: Collector, partition: str) -> None:

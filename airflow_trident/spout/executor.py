@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from airflow_trident.errors import ConfigurationError
+from airflow_trident.graph import spout_shape
 from airflow_trident.spout.base import TridentSpout
 from airflow_trident.spout.batch import BatchSpoutExecutor
 from airflow_trident.spout.opaque import OpaquePartitionedSpoutExecutor
@@ -28,14 +29,15 @@ def as_trident_spout(spout: Any, state: PartitionState) -> TridentSpout:
     ConfigurationError
         If ``spout`` is none of the spout kinds.
     """
-    if all(hasattr(spout, a) for a in ("get_coordinator", "get_emitter", "kind")):
+    shape = spout_shape(spout)  # the same test that gives a spout its kind at build time
+    if shape == "trident":
         wrapped: TridentSpout = spout
         return wrapped
-    if hasattr(spout, "get_partitioned_coordinator"):
+    if shape == "partitioned":
         return PartitionedTransactionalSpoutExecutor(spout, state)
-    if hasattr(spout, "get_opaque_coordinator"):
+    if shape == "opaque":
         return OpaquePartitionedSpoutExecutor(spout, state)
-    if hasattr(spout, "emit_batch") and hasattr(spout, "output_fields"):
+    if shape == "batch":
         return BatchSpoutExecutor(spout)
     msg = (
         f"{spout!r} is not a spout: implement a TridentSpout, a partitioned or opaque "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -20,6 +20,7 @@ from airflow_trident.operation import (
     MapGet,
     Max,
     Min,
+    OperationContext,
     ReducerAggregator,
     Split,
     StateUpdater,
@@ -63,7 +64,7 @@ def outputs(
 
 def plays() -> tuple[TridentTopology, Stream]:
     t = TridentTopology("plays")
-    return t, t.new_stream("plays", FixedBatchSpout(["user", "score"], 10, *PLAYS))
+    return t, t.new_stream("plays", MemoryTransactionalSpout({"p0": PLAYS}, ["user", "score"], 10))
 
 
 class Upper(Function):
@@ -279,7 +280,7 @@ def test_persistent_aggregate_grouped_counts_exactly_once() -> None:
 
 def test_persistent_aggregate_global_and_reducer() -> None:
     t = TridentTopology("global_count")
-    s = t.new_stream("plays", FixedBatchSpout(["user", "score"], 4, *PLAYS))
+    s = t.new_stream("plays", MemoryTransactionalSpout({"p0": PLAYS}, ["user", "score"], 4))
     s.persistent_aggregate(memory_state("g_count"), Count(), ["count"], name="count")
     s.persistent_aggregate(memory_state("g_total"), ["score"], Total(), ["total"], name="total")
     s.group_by(["user"]).persistent_aggregate(
@@ -359,15 +360,158 @@ def test_failing_function_fails_the_batch_naming_step_txid_record() -> None:
 
 
 def test_failed_exception_fails_only_that_batch_which_is_replayed() -> None:
+    # Given a function raising FailedException on its first call
+    Flaky.calls = 0
     t, s = plays()
-    s.each(["user"], Flaky(), ["one"]).persistent_aggregate(
+    s.each(["user"], Flaky(), ["one"], name="flaky_step").persistent_aggregate(
         memory_state("flaky"), Count(), ["n"], name="flaky"
     )
     runner = LocalRunner(t)
-    with pytest.raises(FailedException):
+    # When the batch runs
+    with pytest.raises(BatchFailedError) as failed:
         runner.run_batch(run_id="r1")
+    # Then it fails as a batch failure naming the step and txid, the user's exception kept
+    assert str(failed.value).startswith(
+        "step 'flaky_step' failed in batch txid 1 on record ('ann', 3): FailedException: "
+        "source not ready, replay this batch; the batch is not committed"
+    )
+    assert isinstance(failed.value.__cause__, FailedException)
+    # And the replay of the same txid commits
     report = runner.run_batch(run_id="r1")
     assert (report.txid, report.attempt_id, runner.state("flaky").get()) == (1, 1, 6)
+
+
+def test_failed_exception_in_an_aggregator_names_the_step() -> None:
+    # Given an aggregator that fails the batch on purpose
+    class Refuse(Users):
+        def complete(self, state: set[str], collector: TridentCollector) -> None:
+            raise FailedException("totals are not ready")
+
+    t, s = plays()
+    out = s.partition_aggregate(["user"], Refuse(), ["user"], name="refuse")
+    # When the batch is processed
+    with pytest.raises(BatchFailedError, match=r"^step 'refuse' failed in batch txid 1: Failed"):
+        outputs(t, out, PLAYS)
+
+
+class Tracked(Function):
+    """Records prepare / execute / cleanup, and refuses tuples outside prepare..cleanup."""
+
+    events: ClassVar[list[tuple[Any, ...]]] = []
+
+    def __init__(self, fail_on: str | None = None) -> None:
+        self.fail_on = fail_on
+        self.open = False
+
+    def prepare(self, context: OperationContext) -> None:
+        self.open = True
+        where = (context.topology, context.step, context.txid)
+        Tracked.events.append(("prepare", *where, context.partition_index, context.num_partitions))
+
+    def execute(self, tuple_: TridentTuple, collector: TridentCollector) -> None:
+        if not self.open:
+            raise AssertionError("execute outside prepare() .. cleanup()")
+        if tuple_[0] == self.fail_on:
+            raise ValueError(f"{self.fail_on} is not allowed")
+        Tracked.events.append(("execute", tuple_[0]))
+        collector.emit((1,))
+
+    def cleanup(self) -> None:
+        self.open = False
+        Tracked.events.append(("cleanup",))
+
+
+class TrackedCount(Count):
+    events: ClassVar[list[str]] = []
+
+    def prepare(self, context: OperationContext) -> None:
+        TrackedCount.events.append(f"prepare {context.step} {context.partition_index}")
+
+    def cleanup(self) -> None:
+        TrackedCount.events.append("cleanup")
+
+
+def test_prepare_and_cleanup_bracket_each_partition_of_an_operation() -> None:
+    # Given a tracked function over a batch of three source partitions
+    Tracked.events = []
+    t, s = plays()
+    out = s.each(["user"], Tracked(), ["one"], name="tracked")
+    # When the batch is processed
+    outputs(t, out, PLAYS, partitions=3)
+    # Then each partition is prepared once before its first tuple and cleaned up after its last
+    assert Tracked.events == [
+        ("prepare", "plays", "tracked", 1, 0, 3),
+        ("execute", "ann"),
+        ("execute", "cid"),
+        ("cleanup",),
+        ("prepare", "plays", "tracked", 1, 1, 3),
+        ("execute", "bob"),
+        ("execute", "bob"),
+        ("cleanup",),
+        ("prepare", "plays", "tracked", 1, 2, 3),
+        ("execute", "ann"),
+        ("execute", "ann"),
+        ("cleanup",),
+    ]
+
+
+def test_aggregators_are_prepared_in_each_stage_that_runs_them() -> None:
+    # Given a combiner counted per partition, then combined after the repartition
+    TrackedCount.events = []
+    t, s = plays()
+    out = s.aggregate([], TrackedCount(), ["n"], name="n")
+    # When a batch of two partitions runs
+    assert outputs(t, out, PLAYS, partitions=2) == [(6,)]
+    # Then the partial step is prepared per partition, the final step once, each cleaned up
+    assert TrackedCount.events == [
+        "prepare n.partial 0",
+        "cleanup",
+        "prepare n.partial 1",
+        "cleanup",
+        "prepare n 0",
+        "cleanup",
+    ]
+
+
+def test_cleanup_runs_when_the_batch_fails() -> None:
+    # Given a tracked function that fails on bob
+    Tracked.events = []
+    t, s = plays()
+    out = s.each(["user"], Tracked(fail_on="bob"), ["one"], name="tracked")
+    # When the batch fails
+    with pytest.raises(BatchFailedError, match=r"step 'tracked' .*txid 1.*bob is not allowed"):
+        outputs(t, out, PLAYS)
+    # Then the operation was still cleaned up, once
+    assert Tracked.events == [
+        ("prepare", "plays", "tracked", 1, 0, 1),
+        ("execute", "ann"),
+        ("cleanup",),
+    ]
+
+
+def test_a_failing_prepare_or_cleanup_fails_the_batch_naming_the_step() -> None:
+    class BadPrepare(Tracked):
+        def prepare(self, context: OperationContext) -> None:
+            raise ConnectionError("lookup service down")
+
+    class BadCleanup(Tracked):
+        def cleanup(self) -> None:
+            raise OSError("cannot close the file")
+
+    t, s = plays()
+    out = s.each(["user"], BadPrepare(), ["one"], name="bad_prepare")
+    with pytest.raises(
+        BatchFailedError,
+        match=r"^step 'bad_prepare' failed in batch txid 1: prepare\(\) raised ConnectionError",
+    ):
+        outputs(t, out, PLAYS)
+    t, s = plays()
+    out = s.each(["user"], BadCleanup(), ["one"], name="bad_cleanup")
+    with pytest.raises(
+        BatchFailedError,
+        match=r"^step 'bad_cleanup' failed in batch txid 1: cleanup\(\) raised OSError",
+    ):
+        outputs(t, out, PLAYS)
 
 
 def test_graph_errors_name_the_step() -> None:
@@ -380,14 +524,17 @@ def test_graph_errors_name_the_step() -> None:
 
 
 def test_building_runs_nothing_and_plan_ids_are_stable() -> None:
-    class Exploding(FixedBatchSpout):
-        def emit_batch(self, batch_id: int, collector: Any) -> None:  # pragma: no cover
+    class Exploding(MemoryTransactionalSpout):
+        def get_partitioned_coordinator(self) -> Any:  # pragma: no cover
+            raise AssertionError("building a topology must not plan batches")
+
+        def get_partitioned_emitter(self) -> Any:  # pragma: no cover
             raise AssertionError("building a topology must not emit")
 
     def build() -> str:
         t = TridentTopology("stable")
         (
-            t.new_stream("s", Exploding(["w"], 1))
+            t.new_stream("s", Exploding({"p0": [("a",)]}, ["w"], 1))
             .each(["w"], Upper(), ["u", "n"])
             .group_by(["u"])
             .persistent_aggregate(memory_state("stable"), Count(), ["c"])

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import tempfile
 import threading
+import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -27,6 +29,7 @@ from airflow_trident.operation import (
     MapGet,
     Max,
     Min,
+    OperationContext,
     ReducerAggregator,
     Split,
     StateUpdater,
@@ -35,7 +38,7 @@ from airflow_trident.operation import (
 from airflow_trident.runtime.local import LocalBatchProcessor
 from airflow_trident.runtime.result import ProcessResult
 from airflow_trident.runtime.spark import SparkBatchProcessor, SparkProcessResult
-from airflow_trident.spout.memory import FixedBatchSpout
+from airflow_trident.spout.memory import FixedBatchSpout, MemoryTransactionalSpout
 from airflow_trident.state.memory import memory_state
 from airflow_trident.stream import Stream
 from airflow_trident.topology import TridentTopology
@@ -51,7 +54,7 @@ PLAYS = {
 
 def stream(name: str = "t") -> tuple[TridentTopology, Stream]:
     t = TridentTopology(name)
-    spout = FixedBatchSpout(["user", "score", "text"], 3, ("ann", 1, "x"))
+    spout = MemoryTransactionalSpout({"p0": []}, ["user", "score", "text"], 3)  # tests give rows
     return t, t.new_stream("plays", spout)
 
 
@@ -470,12 +473,98 @@ def test_a_failing_record_fails_the_batch_like_locally(spark: Any) -> None:
     message = str(spark_error.value)
     for part in ("'boom'", "txid 7", "('dan', <pruned>, <pruned>)", "ZeroDivisionError: no dan"):
         assert part in message
-    # And a FailedException keeps its type
+    # And a FailedException fails the batch naming the step and txid, as locally
     t, s = stream()
-    s.filter(["score"], Stop()).project(["user"])
+    s.filter(["score"], Stop(), name="stop").project(["user"])
     remote = SparkBatchProcessor(t, sample_rows=1).process(spark, 2, {"plays": PLAYS})
-    with pytest.raises(FailedException, match="stop at seven"):
+    with pytest.raises(BatchFailedError) as failed:
         remote.output_rows(remote.stages[-1])
+    assert str(failed.value).startswith(
+        "step 'stop' failed in batch txid 2 on record ('dan', 7, <pruned>): "
+        "FailedException: stop at seven; the batch is not committed"
+    )
+
+
+class Logged(Function):
+    """Appends prepare / cleanup to a file (Spark's Python workers are other processes);
+    refuses tuples outside prepare() .. cleanup()."""
+
+    def __init__(self, log: Path, fail_on: str | None = None) -> None:
+        self.log = str(log)
+        self.fail_on = fail_on
+        self.open = False
+        self.token = ""
+
+    def _write(self, *parts: Any) -> None:
+        with open(self.log, "a", encoding="utf-8") as out:
+            out.write(" ".join(str(p) for p in parts) + "\n")
+
+    def prepare(self, context: OperationContext) -> None:
+        self.open, self.token = True, uuid.uuid4().hex
+        self._write("prepare", self.token, os.getpid(), context.topology, context.step)
+        self._write("where", self.token, context.txid, context.partition_index)
+
+    def execute(self, tuple_: TridentTuple, collector: TridentCollector) -> None:
+        if not self.open:
+            raise AssertionError("execute outside prepare() .. cleanup()")
+        if tuple_[0] == self.fail_on:
+            self._write("fail", self.token)
+            raise ValueError(f"{self.fail_on} is not allowed")
+        collector.emit((1,))
+
+    def cleanup(self) -> None:
+        self.open = False
+        self._write("cleanup", self.token, os.getpid())
+
+
+def worker_events(log: Path) -> dict[str, list[list[str]]]:
+    """The events of the Python workers (not the driver's sample), by token."""
+    lines = [line.split() for line in log.read_text(encoding="utf-8").splitlines()]
+    workers = {p[1] for p in lines if p[0] == "prepare" and p[2] != str(os.getpid())}
+    events: dict[str, list[list[str]]] = {}
+    for parts in lines:
+        if parts[1] in workers:
+            events.setdefault(parts[1], []).append(parts)
+    return events
+
+
+def test_python_steps_prepare_and_clean_up_once_per_task(spark: Any, tmp_path: Path) -> None:
+    # Given a logged function over one partition of 25,000 tuples (several Arrow batches)
+    log = tmp_path / "events.log"
+    t, s = stream("logged")
+    s.each(["user"], Logged(log), ["one"], name="logged")
+    rows = [(f"u{i}", i, "x") for i in range(25_000)]
+    remote = SparkBatchProcessor(t).process(spark, 4, {"plays": {"p0": rows}})
+    # When Spark computes the step
+    assert len(remote.output_rows(remote.stages[-1])) == 25_000
+    # Then every worker task prepared once, before its tuples, and cleaned up once after
+    events = worker_events(log)
+    assert events, "no Python worker ran the step"
+    kinds = sorted(tuple(e[0] for e in task) for task in events.values())
+    assert set(kinds) == {("prepare", "where", "cleanup")}
+    prepares = [task[0] for task in events.values()]
+    assert {(p[3], p[4]) for p in prepares} == {("logged", "logged")}
+    where = [task[1] for task in events.values()]
+    assert {w[2] for w in where} == {"4"}
+    partitions = [w[3] for w in where]
+    assert len(partitions) == len(set(partitions)), "a partition was prepared twice"
+
+
+def test_python_steps_clean_up_when_the_batch_fails(spark: Any, tmp_path: Path) -> None:
+    # Given a logged function that fails on dan, not in the driver's sample
+    log = tmp_path / "events.log"
+    t, s = stream("logged_fail")
+    s.each(["user"], Logged(log, fail_on="dan"), ["one"], name="logged")
+    remote = SparkBatchProcessor(t, sample_rows=1).process(spark, 5, {"plays": PLAYS})
+    # When the batch fails on Spark
+    with pytest.raises(BatchFailedError, match=r"step 'logged' .*txid 5.*dan is not allowed"):
+        remote.output_rows(remote.stages[-1])
+    # Then the failing task still cleaned up (other tasks may have been cancelled meanwhile)
+    kinds = [[e[0] for e in task] for task in worker_events(log).values()]
+    failed = [k for k in kinds if "fail" in k]  # the local re-run of the record fails again
+    assert [list(dict.fromkeys(k)) for k in failed] == [["prepare", "where", "fail", "cleanup"]]
+    assert failed[0][-1] == "cleanup"
+    assert failed[0].count("cleanup") == 1
 
 
 SQL_FILE = Path(tempfile.gettempdir()) / "airflow_trident_spark_state_query.db"

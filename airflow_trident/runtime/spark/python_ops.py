@@ -9,6 +9,9 @@ record is re-run through the local runtime so the error is the local runtime's, 
 A failure crosses the Spark worker boundary inside a marker (:func:`failure_text`); the driver
 finds it in Spark's exception and raises the same error (:func:`batch_failure`).
 
+Each task prepares the steps' operations once, before its first Arrow batch, and cleans them up
+after its last (also when it fails); the driver-side sample brackets each sample partition.
+
 >>> text = failure_text(BatchFailedError("step 'x' failed in batch txid 3"))
 >>> err = batch_failure(RuntimeError(f"Traceback...\\n{text}\\n at org.apache..."), 3)
 >>> type(err).__name__, str(err)
@@ -29,13 +32,15 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyspark import TaskContext
 
 from airflow_trident import errors
-from airflow_trident.errors import BatchFailedError, TridentError
+from airflow_trident.errors import BatchFailedError, FailedException, TridentError
 from airflow_trident.graph import EachNode, FilterNode, PersistNode, SpoutNode
 from airflow_trident.planner.plan import ExecutionPlan, Op, Stage
 from airflow_trident.runtime.commit import query_state
 from airflow_trident.runtime.local import LocalBatchProcessor
+from airflow_trident.runtime.operations import prepared
 from airflow_trident.runtime.reference import cached_topology
 from airflow_trident.runtime.result import Partitions
 from airflow_trident.runtime.spark.columns import (
@@ -122,15 +127,31 @@ def _orphan(node: PersistNode, step: str) -> PersistNode:
 
 
 class LocalStep:
-    """One op run by the local runtime on a partition's rows."""
+    """One op run by the local runtime on a partition's rows.
 
-    def __init__(self, op: Op, in_fields: Fields, txid: int, states: Callable[[str], Any]) -> None:
+    It prepares and cleans up the op's operations around each partition, unless
+    ``prepare_operations=False`` (a :class:`PythonSegment` does that once per task).
+    """
+
+    def __init__(
+        self,
+        op: Op,
+        in_fields: Fields,
+        txid: int,
+        states: Callable[[str], Any],
+        *,
+        prepare_operations: bool = True,
+        topology: str | None = None,
+    ) -> None:
         self.txid = txid
         source = SpoutNode(_SOURCE, (), in_fields)
         stage = Stage("op", source, (), (op,), None, "process", in_fields)
-        name = "spark_segment"
+        name = topology or getattr(states, "topology", None) or "spark_segment"
         self._processor = LocalBatchProcessor(
-            TridentTopology(name), ExecutionPlan(name, (stage,)), states=states
+            TridentTopology(name),
+            ExecutionPlan(name, (stage,)),
+            states=states,
+            prepare_operations=prepare_operations,
         )
 
     def partitions(self, parts: Partitions) -> Partitions:
@@ -242,11 +263,28 @@ class PythonSegment:
         """The steps, for messages."""
         return ", ".join(repr(op.id) for op in self.ops) or "(re-encoding)"
 
+    @property
+    def topology(self) -> str:
+        """The topology's name (for the operations' context)."""
+        return self.states.topology
+
+    @contextlib.contextmanager
+    def prepared(self) -> Iterator[None]:
+        """Every op's operations prepared for this Spark task (cleaned up on leaving)."""
+        task = TaskContext.get()
+        index = task.partitionId() if task is not None else 0
+        with contextlib.ExitStack() as stack:
+            for op in self.ops:
+                stack.enter_context(prepared(op, self.topology, self.txid, index, None))
+            yield
+
     def steps(self) -> list[Step]:
         """The per-partition functions of the ops, in order."""
         steps: list[Step] = []
         for op, fields in zip(self.ops, self.in_fields, strict=True):
-            local = LocalStep(op, fields, self.txid, self.states)
+            local = LocalStep(
+                op, fields, self.txid, self.states, prepare_operations=False, topology=self.topology
+            )
             if isinstance(op, EachNode):
                 steps.append(_fast_each(op, fields, self.txid, local))
             elif isinstance(op, FilterNode):
@@ -282,16 +320,17 @@ class PythonSegment:
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         try:
             steps = self.steps()
-            if self.whole:
-                with _no_cyclic_gc():
-                    rows = [r for batch in batches for r in self._rows(batch)]
-                    out = list(self._batches(self.run_rows(rows, steps)))
-                yield from out
-                return
-            for batch in batches:
-                with _no_cyclic_gc():
-                    out = list(self._batches(self.run_rows(self._rows(batch), steps)))
-                yield from out
+            with self.prepared():
+                if self.whole:
+                    with _no_cyclic_gc():
+                        rows = [r for batch in batches for r in self._rows(batch)]
+                        out = list(self._batches(self.run_rows(rows, steps)))
+                    yield from out
+                    return
+                for batch in batches:
+                    with _no_cyclic_gc():
+                        out = list(self._batches(self.run_rows(self._rows(batch), steps)))
+                    yield from out
         except TridentError as exc:
             raise _WorkerFailure(failure_text(exc)) from None
 
@@ -323,8 +362,14 @@ def partition_targets(
         for row in rows:
             try:
                 targets = partitioner(row, n)
-            except TridentError:
-                raise
+            except TridentError as exc:
+                if not isinstance(exc, FailedException):  # a FailedException names no step
+                    raise
+                msg = (
+                    f"step {step!r} failed in batch txid {txid} on record {repr(row)[:200]}: "
+                    f"FailedException: {exc}; the batch is not committed and will be replayed"
+                )
+                raise BatchFailedError(msg) from exc
             except Exception as exc:
                 msg = (
                     f"step {step!r} failed in batch txid {txid} on record {repr(row)[:200]}: "

@@ -116,15 +116,28 @@ class RowCodec:
             return TransactionalValue(txid, self.decode_val(val))
         return OpaqueValue(txid, self.decode_val(val), self.decode_val(prev))
 
-    def encode_rows(self, keys: Sequence[Key], values: Sequence[Any]) -> list[Row]:
-        """Encode every pair before anything is written (so a bad value writes nothing)."""
+    def encode_rows(
+        self, keys: Sequence[Key], values: Sequence[Any], *, txid: int | None = None
+    ) -> list[Row]:
+        """Encode every pair before anything is written (so a bad value writes nothing).
+
+        ``txid``: the batch writing the values, named in errors (a transactional or opaque
+        value names its own).
+
+        Raises
+        ------
+        StateValueNotSerializableError
+            Naming the table, the key and the txid.
+        """
         rows: list[Row] = []
         append = rows.append
         for key, value in zip(keys, values, strict=True):
             try:
                 append((*self.check_key(key), *self.encode(value)))
             except StateValueNotSerializableError as exc:
-                msg = f"{exc} (key {tuple(key)!r})"
+                batch = _txid_of(value, txid)
+                where = f"key {tuple(key)!r}" + ("" if batch is None else f", txid {batch}")
+                msg = f"{exc} ({where})"
                 raise StateValueNotSerializableError(msg) from exc.__cause__
         return rows
 
@@ -178,6 +191,15 @@ class RowCodec:
             f"store under a {map_name}, or use a table of the matching state type"
         )
         return ConfigurationError(msg)
+
+
+def _txid_of(value: Any, txid: int | None) -> int | None:
+    """The txid that wrote ``value``: its own (transactional, opaque), else ``txid``."""
+    if isinstance(value, TransactionalValue):
+        return value.txid
+    if isinstance(value, OpaqueValue):
+        return value.curr_txid
+    return txid
 
 
 def _identity(value: Any) -> Any:
