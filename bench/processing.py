@@ -40,7 +40,7 @@ from pyspark.sql.functions import pandas_udf
 
 from airflow_trident.operation import Count, Function, Split
 from airflow_trident.runtime.spark import SparkBatchProcessor, local_session
-from airflow_trident.spout.memory import FixedBatchSpout
+from airflow_trident.spout.memory import MemoryTransactionalSpout
 from airflow_trident.state.memory import memory_state
 from airflow_trident.topology import TridentTopology
 from airflow_trident.tuple import TridentCollector, TridentTuple
@@ -68,9 +68,8 @@ def make_sources(sentences: int, seed: int = 11) -> dict[str, dict[str, list[Row
 
 def topology(python_function: bool) -> TridentTopology:
     t = TridentTopology("bench_word_count")
-    words = t.new_stream("sentences", FixedBatchSpout(["sentence"], 1, ("a",))).each(
-        ["sentence"], Split(), ["word"]
-    )
+    spout = MemoryTransactionalSpout({"p0": []}, ["sentence"], 1)  # the bench gives the rows
+    words = t.new_stream("sentences", spout).each(["sentence"], Split(), ["word"])
     key = "word"
     if python_function:
         words, key = words.each(["word"], Lower(), ["lower"]), "lower"

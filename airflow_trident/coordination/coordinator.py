@@ -21,9 +21,9 @@ from typing import Any
 from airflow_trident.coordination.attempt import TransactionAttempt
 from airflow_trident.coordination.protocol import CoordinatorStoreProtocol
 from airflow_trident.coordination.store import require_allocated
-from airflow_trident.errors import CommitOrderError
+from airflow_trident.errors import CommitOrderError, TridentError
 from airflow_trident.names import validate_name
-from airflow_trident.spout.base import ListCollector, TridentSpout
+from airflow_trident.spout.base import ListCollector, TridentSpout, emit_error
 from airflow_trident.spout.opaque import OpaquePartitionedSpoutExecutor
 from airflow_trident.state.base import State, StateType
 from airflow_trident.state.bracket import apply_in_commit
@@ -141,6 +141,10 @@ class TransactionalCoordinator:
         emitter = self.spouts[spout].get_emitter()
         try:
             emitter.emit_batch(plan.attempt, plan.metas[spout], collector)
+        except TridentError:
+            raise
+        except Exception as exc:  # the spout's source failed: name spout, txid, attempt
+            raise emit_error(spout, plan.attempt, collector.partition, exc) from exc
         finally:
             emitter.close()
         return collector

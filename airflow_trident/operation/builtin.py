@@ -24,7 +24,7 @@ from airflow_trident.operation.base import (
     Function,
     QueryFunction,
 )
-from airflow_trident.state.combine import CombineOp
+from airflow_trident.operation.combine import CombineOp
 from airflow_trident.tuple import TridentCollector, TridentTuple
 
 __all__ = [

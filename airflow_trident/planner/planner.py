@@ -4,11 +4,11 @@ Combiner aggregations are split around their repartition: a partial aggregation 
 then a repartition (by the group fields, or to one partition), then the final combine.
 
 >>> from airflow_trident.operation import Count, Split
->>> from airflow_trident.spout.memory import FixedBatchSpout
+>>> from airflow_trident.spout.memory import MemoryTransactionalSpout
 >>> from airflow_trident.state.memory import memory_state
 >>> from airflow_trident.topology import TridentTopology
 >>> t = TridentTopology("wc")
->>> _ = (t.new_stream("sentences", FixedBatchSpout(["sentence"], 2, ("a b",)))
+>>> _ = (t.new_stream("sentences", MemoryTransactionalSpout({"p0": [("a b",)]}, ["sentence"], 2))
 ...       .each(["sentence"], Split(), ["word"]).group_by(["word"])
 ...       .persistent_aggregate(memory_state("c"), Count(), ["count"], name="counts"))
 >>> print(build_plan(t).describe())

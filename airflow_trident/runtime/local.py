@@ -11,9 +11,9 @@ Examples
 >>> from airflow_trident.operation import Count, Split
 >>> from airflow_trident.topology import TridentTopology
 >>> from airflow_trident.state.memory import memory_state
->>> from airflow_trident.spout.memory import FixedBatchSpout
+>>> from airflow_trident.spout.memory import MemoryTransactionalSpout
 >>> t = TridentTopology("interp")
->>> spout = FixedBatchSpout(["sentence"], 2, ("the cow",), ("the moon",))
+>>> spout = MemoryTransactionalSpout({"p0": [("the cow",), ("the moon",)]}, ["sentence"], 2)
 >>> _ = (t.new_stream("sentences", spout).each(["sentence"], Split(), ["word"])
 ...      .group_by(["word"]).persistent_aggregate(memory_state("interp"), Count(), ["count"],
 ...                                                name="counts"))
@@ -24,12 +24,13 @@ Examples
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from airflow_trident.coordination.coordinator import TransactionalCoordinator
-from airflow_trident.errors import BatchFailedError, TridentError
+from airflow_trident.errors import BatchFailedError, FailedException, TridentError
 from airflow_trident.graph import (
     AggregateNode,
     EachNode,
@@ -48,6 +49,7 @@ from airflow_trident.planner.planner import build_plan
 from airflow_trident.runtime.aggregate import aggregate_rows, combine_partials, partial_rows
 from airflow_trident.runtime.commit import query_state
 from airflow_trident.runtime.join import join_partitions
+from airflow_trident.runtime.operations import prepared
 from airflow_trident.runtime.repartition import repartition
 from airflow_trident.runtime.result import Partitions, ProcessResult, StagedState
 from airflow_trident.topology import TridentTopology
@@ -71,7 +73,12 @@ def _fail(step: str, txid: int, row: Sequence[Any] | None, exc: BaseException) -
 
 
 class LocalBatchProcessor:
-    """Runs the stages of a plan in Python, partition by partition."""
+    """Runs the stages of a plan in Python, partition by partition.
+
+    Each step's operations are prepared before its first tuple of a partition and cleaned up
+    after its last (``prepare_operations=False``: the caller does that, as Spark's Python steps
+    do once per task).
+    """
 
     def __init__(
         self,
@@ -79,11 +86,13 @@ class LocalBatchProcessor:
         plan: ExecutionPlan | None = None,
         *,
         states: Callable[[str], Any] | None = None,
+        prepare_operations: bool = True,
     ) -> None:
         self.topology = topology
         self._plan = plan
         self._planned_nodes = -1
         self._states = states or (lambda name: query_state(topology, name))
+        self._prepare = prepare_operations
 
     @property
     def plan(self) -> ExecutionPlan:
@@ -150,10 +159,16 @@ class LocalBatchProcessor:
             current = rows
             current_fields = fields
             for op in ops:
-                current = self._run_op(op, current, current_fields, txid, index, len(parts))
+                with self._prepared(op, txid, index, len(parts)):
+                    current = self._run_op(op, current, current_fields, txid, index, len(parts))
                 current_fields = op.fields
             out.append(current)
         return out
+
+    def _prepared(self, op: Op, txid: int, index: int, n: int) -> Any:
+        if not self._prepare:
+            return contextlib.nullcontext()
+        return prepared(op, self.topology.name, txid, index, n)
 
     def _input_fields(self, stage: Stage) -> list[Fields]:
         return [self.plan.stage(i.stage).fields for i in stage.inputs]
@@ -167,6 +182,8 @@ class LocalBatchProcessor:
     ) -> list[Row]:
         try:
             return self._dispatch(op, rows, fields, txid)
+        except FailedException as exc:  # the user fails the batch on purpose: say where
+            raise _fail(op.id, txid, None, exc) from exc
         except TridentError:
             raise
         except Exception as exc:  # user code: fail only this batch, naming step and txid
@@ -210,6 +227,8 @@ class LocalBatchProcessor:
 def _guard(step: str, txid: int, row: Row, call: Callable[..., Any], *args: Any) -> Any:
     try:
         return call(*args)
+    except FailedException as exc:
+        raise _fail(step, txid, row, exc) from exc
     except TridentError:
         raise
     except Exception as exc:

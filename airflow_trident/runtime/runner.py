@@ -9,11 +9,12 @@ allocated txid again.
 Examples
 --------
 >>> from airflow_trident.operation import Count, MapGet, Split
->>> from airflow_trident.spout.memory import FixedBatchSpout
+>>> from airflow_trident.spout.memory import MemoryTransactionalSpout
 >>> from airflow_trident.state.memory import memory_state
 >>> from airflow_trident.topology import TridentTopology
 >>> t = TridentTopology("wc")
->>> spout = FixedBatchSpout(["sentence"], 2, ("the cow",), ("the moon",), ("a cow",))
+>>> sentences = [("the cow",), ("the moon",), ("a cow",)]
+>>> spout = MemoryTransactionalSpout({"p0": sentences}, ["sentence"], take_per_batch=2)
 >>> words = t.new_stream("sentences", spout).each(["sentence"], Split(), ["word"])
 >>> counts = words.group_by(["word"]).persistent_aggregate(
 ...     memory_state("wc_counts"), Count(), ["count"], name="counts")

@@ -1,35 +1,15 @@
 """Built-in combine operations that a store can run itself (sum, min, max).
 
-The operation layer maps its built-in combiners (``Count``, ``Sum``, ``Min``, ``Max``) onto these;
-a user-defined aggregator has none and falls back to read-modify-write.
+:class:`CombineOp` is defined in the API layer (:mod:`airflow_trident.operation.combine`), which
+the operations and the stores both use; the stores import it from here.
 
->>> CombineOp.SUM.combine(None, 3), CombineOp.MIN.combine(5, 3), CombineOp.MAX.combine(5, 3)
-(3, 3, 5)
+>>> from airflow_trident.operation.combine import CombineOp as Defined
+>>> CombineOp is Defined, CombineOp.SUM.combine(None, 3)
+(True, 3)
 """
 
 from __future__ import annotations
 
-import enum
-from typing import Any
+from airflow_trident.operation.combine import CombineOp
 
 __all__ = ["CombineOp"]
-
-
-class CombineOp(enum.Enum):
-    """An associative, commutative fold over numbers whose identity is 'absent'."""
-
-    SUM = "sum"
-    MIN = "min"
-    MAX = "max"
-
-    def combine(self, old: Any, delta: Any) -> Any:
-        """Fold ``delta`` into ``old`` (``None`` means no value yet)."""
-        if old is None:
-            return delta
-        if delta is None:
-            return old
-        if self is CombineOp.SUM:
-            return old + delta
-        if self is CombineOp.MIN:
-            return min(old, delta)
-        return max(old, delta)

@@ -1,10 +1,10 @@
 """Topologies the Spark-commit tests load by reference (``tests.runtime.commit_topologies:...``),
-as Spark executors do. Their state is the PostgreSQL database named by ``TRIDENT_STATE_URL``,
-read when the topology is built (after the test sets it; executors get it from the driver)."""
+as Spark executors do. Their states name no database (``sql_state(None, ...)``): the tests give
+the run's database (PostgreSQL) as the ``BatchSteps``' state binding, which travels to the
+executors inside the Spark tasks."""
 
 from __future__ import annotations
 
-import os
 import random
 import tempfile
 from collections import Counter
@@ -68,9 +68,7 @@ class Seen(Consumer):
 def words() -> TridentTopology:
     """sentences -> split -> group by word -> opaque count in PostgreSQL; new values peeked."""
     topology = TridentTopology(NAME)
-    factory = sql_state(
-        os.environ["TRIDENT_STATE_URL"], TABLE, "opaque", key_fields=("word",), value_type="bigint"
-    )
+    factory = sql_state(None, TABLE, "opaque", key_fields=("word",), value_type="bigint")
     counts = (
         topology.new_stream("sentences", MemoryTransactionalSpout(DATA, ["sentence"], TAKE))
         .each(["sentence"], Split(), ["word"])
@@ -92,7 +90,7 @@ def opaque_words() -> TridentTopology:
 
     topology = TridentTopology(OPAQUE_NAME)
     factory = sql_state(
-        os.environ["TRIDENT_STATE_URL"],
+        None,
         OPAQUE_TABLE,
         "opaque",
         key_fields=("word",),

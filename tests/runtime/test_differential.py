@@ -14,7 +14,7 @@ from airflow_trident.runtime.commit import StateCommitter
 from airflow_trident.runtime.local import LocalBatchProcessor
 from airflow_trident.runtime.result import StagedState
 from airflow_trident.runtime.spark import SparkBatchProcessor
-from airflow_trident.spout.memory import FixedBatchSpout
+from airflow_trident.spout.memory import MemoryTransactionalSpout
 from airflow_trident.state.map.backing import memory_store
 from airflow_trident.state.memory import memory_state
 from airflow_trident.topology import TridentTopology
@@ -58,10 +58,15 @@ class MergeCounts(CombinerAggregator[dict[str, int]]):
         return {}
 
 
+def spout(*fields: str) -> MemoryTransactionalSpout:
+    """A transactional spout standing in for the sources the tests give each batch."""
+    return MemoryTransactionalSpout({"p0": []}, fields, 1)
+
+
 def word_count(prefix: str) -> TridentTopology:
     """Seed 001: sentences -> Split -> group_by(word) -> persistent_aggregate(Count)."""
     t = TridentTopology("word_count")
-    s = t.new_stream("sentences", FixedBatchSpout(["sentence"], 1, ("a",)))
+    s = t.new_stream("sentences", spout("sentence"))
     s.each(["sentence"], Split(), ["word"]).group_by(["word"]).persistent_aggregate(
         memory_state(f"{prefix}_counts"), Count(), ["count"], name="counts"
     )
@@ -71,7 +76,7 @@ def word_count(prefix: str) -> TridentTopology:
 def global_count(prefix: str) -> TridentTopology:
     """Seed 000: the number of tuples of every batch, in one ungrouped state."""
     t = TridentTopology("global_count")
-    s = t.new_stream("sentences", FixedBatchSpout(["sentence"], 1, ("a",)))
+    s = t.new_stream("sentences", spout("sentence"))
     s.persistent_aggregate(memory_state(f"{prefix}_total"), Count(), ["count"], name="total")
     return t
 
@@ -79,8 +84,8 @@ def global_count(prefix: str) -> TridentTopology:
 def joined(prefix: str) -> TridentTopology:
     """Orders joined with users by name, amounts summed per city."""
     t = TridentTopology("joined")
-    orders = t.new_stream("orders", FixedBatchSpout(["user", "amount"], 1, ("ann", 1)))
-    users = t.new_stream("users", FixedBatchSpout(["name", "city"], 1, ("ann", "x")))
+    orders = t.new_stream("orders", spout("user", "amount"))
+    users = t.new_stream("users", spout("name", "city"))
     both = t.join([orders, users], [["user"], ["name"]], ["user", "amount", "city"])
     both.group_by(["city"]).persistent_aggregate(
         memory_state(f"{prefix}_by_city"), ["amount"], Sum(), ["total"], name="by_city"
@@ -91,7 +96,7 @@ def joined(prefix: str) -> TridentTopology:
 def chained(prefix: str) -> TridentTopology:
     """chained_agg(): Count and Sum per user and per batch, accumulated in states."""
     t = TridentTopology("chained")
-    s = t.new_stream("orders", FixedBatchSpout(["user", "amount"], 1, ("ann", 1)))
+    s = t.new_stream("orders", spout("user", "amount"))
     per_user = (
         s.group_by(["user"])
         .chained_agg()
@@ -117,7 +122,7 @@ def chained(prefix: str) -> TridentTopology:
 def seed_003(prefix: str) -> TridentTopology:
     """partition_by(user) -> partition_aggregate(per-user map) x3 -> global -> aggregate."""
     t = TridentTopology("seed_003")
-    s = t.new_stream("orders", FixedBatchSpout(["user", "amount"], 1, ("ann", 1)))
+    s = t.new_stream("orders", spout("user", "amount"))
     merged = (
         s.partition_by(["user"])
         .partition_aggregate(["user"], PerUser(), ["counts"])

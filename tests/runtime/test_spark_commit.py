@@ -26,6 +26,7 @@ from airflow_trident.runtime.reference import load_topology
 from airflow_trident.runtime.spark_job import commit_on_spark, process_on_spark
 from airflow_trident.runtime.staging import StagingArea
 from airflow_trident.runtime.steps import BatchSteps
+from airflow_trident.state.binding import StateBinding
 from tests.runtime import commit_topologies as ct
 
 pytestmark = pytest.mark.integration
@@ -67,6 +68,7 @@ def steps(
         store,
         StagingArea(str(tmp_path / "staging"), topology.name),
         ledger=CommitLedger(pg_url),
+        states=StateBinding(pg_url),
     )
     store.delete_all()
     client.stop()
@@ -181,7 +183,12 @@ def opaque_steps(
     store = CoordinatorStore(client, CoordinatorPaths(zk_config.root, ct.OPAQUE_NAME))
     store.delete_all()
     topology = load_topology(OPAQUE)
-    yield BatchSteps(topology, store, StagingArea(str(tmp_path / "staging"), topology.name))
+    yield BatchSteps(
+        topology,
+        store,
+        StagingArea(str(tmp_path / "staging"), topology.name),
+        states=StateBinding(pg_url),
+    )
     store.delete_all()
     client.stop()
     client.close()

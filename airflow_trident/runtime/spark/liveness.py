@@ -10,11 +10,11 @@ count); elsewhere Spark may choose (adaptive shuffle partitions, no extra shuffl
 
 >>> from airflow_trident.operation import Count, Split
 >>> from airflow_trident.planner.planner import build_plan
->>> from airflow_trident.spout.memory import FixedBatchSpout
+>>> from airflow_trident.spout.memory import MemoryTransactionalSpout
 >>> from airflow_trident.state.memory import memory_state
 >>> from airflow_trident.topology import TridentTopology
 >>> t = TridentTopology("wc")
->>> _ = (t.new_stream("s", FixedBatchSpout(["sentence", "n"], 2, ("a b", 1)))
+>>> _ = (t.new_stream("s", MemoryTransactionalSpout({"p": [("a b", 1)]}, ["sentence", "n"], 2))
 ...       .each(["sentence"], Split(), ["word"]).group_by(["word"])
 ...       .persistent_aggregate(memory_state("c"), Count(), ["count"], name="counts"))
 >>> live = analyze(build_plan(t), "process", frozenset())

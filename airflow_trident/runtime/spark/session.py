@@ -55,6 +55,9 @@ def spark_session(app_name: str = "airflow-trident") -> SparkSession:
     )
 
 
+_CONNECT_ENV = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOTE")
+
+
 @contextlib.contextmanager
 def remote_session(url: str) -> Iterator[SparkSession]:
     """A session on a Spark Connect server, stopped when the block ends.
@@ -68,8 +71,17 @@ def remote_session(url: str) -> Iterator[SparkSession]:
     Example: ``with remote_session("sc://127.0.0.1:15002") as spark: spark.range(3).count()``
     (needs a running server, see ``airflow_trident.testing.connect``).
     """
+    # pyspark marks the whole process as a Connect client (SPARK_CONNECT_MODE_ENABLED, ...): a
+    # spark-submit started later by the same worker process (a Spark commit, under `airflow dags
+    # test` or a reused Celery worker) would inherit it and fail with CONNECT_URL_NOT_SET
+    before = {key: os.environ.get(key) for key in _CONNECT_ENV}
     spark = SparkSession.builder.remote(url).getOrCreate()
     try:
         yield spark
     finally:
         spark.stop()
+        for key, value in before.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
