@@ -2,8 +2,10 @@
 
 A store implements two batched calls, ``multi_get`` and ``multi_put``; the map states in this
 package add the exactly-once rules on top. A store may also take part in the commit (one database
-transaction per commit) by implementing ``begin_commit``/``commit``/``rollback``, and may apply
-built-in combiners itself (:class:`CombiningBackingMap`).
+transaction per commit) by implementing ``begin_commit``/``commit``/``rollback``, may apply
+built-in combiners itself (:class:`CombiningBackingMap`), and may list the keys a txid wrote and
+delete keys (:class:`TxidIndexedBackingMap`: opaque state needs it to undo a failed attempt whose
+replay writes fewer keys, see :meth:`~airflow_trident.state.map.opaque.OpaqueMap.revert_txid`).
 
 Examples
 --------
@@ -11,6 +13,12 @@ Examples
 >>> store.multi_put([("a",)], [1])
 >>> store.multi_get([("a",), ("b",)])
 [1, None]
+>>> from airflow_trident.state.values import OpaqueValue
+>>> store.multi_put([("b",), ("c",)], [OpaqueValue(2, 5, 3), OpaqueValue(1, 1, None)])
+>>> store.keys_at_txid(2)
+[('b',)]
+>>> store.multi_delete([("b",)]); store.multi_get([("b",)])
+[None]
 """
 
 from __future__ import annotations
@@ -27,7 +35,10 @@ __all__ = [
     "CombiningBackingMap",
     "CommitAware",
     "MemoryBackingMap",
+    "TxidIndexedBackingMap",
     "memory_store",
+    "stored_txid",
+    "txid_index",
     "reset_memory_stores",
 ]
 
@@ -75,6 +86,39 @@ class CombiningBackingMap(Protocol):
         """Fold ``deltas[i]`` into ``keys[i]`` with ``op`` under the rule of ``state_type``."""
 
 
+@runtime_checkable
+class TxidIndexedBackingMap(BackingMap, Protocol):
+    """A store that lists the keys whose stored value carries a txid, and deletes keys.
+
+    Inside a commit (a :class:`CommitAware` store) both calls belong to the commit's
+    transaction, like ``multi_get`` and ``multi_put``. A wrapper store whose delegate may not
+    implement them (:class:`~airflow_trident.state.map.cached.CachedMap`) says so with a false
+    ``indexes_txids`` attribute (see :func:`txid_index`).
+    """
+
+    def keys_at_txid(self, txid: int) -> list[Key]:
+        """The keys whose stored value was written by batch ``txid``, in no particular order."""
+
+    def multi_delete(self, keys: Sequence[Key]) -> None:
+        """Remove ``keys`` (absent keys are ignored)."""
+
+
+def txid_index(store: BackingMap) -> TxidIndexedBackingMap | None:
+    """``store`` if it can list keys by txid and delete keys, else ``None``."""
+    if isinstance(store, TxidIndexedBackingMap) and getattr(store, "indexes_txids", True):
+        return store
+    return None
+
+
+def stored_txid(value: Any) -> int | None:
+    """The txid a stored value carries (``curr_txid`` of an opaque value, ``txid`` of a
+    transactional one), ``None`` for a plain value."""
+    txid = getattr(value, "curr_txid", None)
+    if txid is None:
+        txid = getattr(value, "txid", None)
+    return txid if isinstance(txid, int) else None
+
+
 class MemoryBackingMap:
     """A dict behind a lock; values are kept as given (they are frozen value types)."""
 
@@ -91,6 +135,15 @@ class MemoryBackingMap:
         with self._lock:
             for key, value in zip(keys, values, strict=True):
                 self._data[tuple(key)] = value
+
+    def keys_at_txid(self, txid: int) -> list[Key]:
+        with self._lock:
+            return [k for k, v in self._data.items() if stored_txid(v) == txid]
+
+    def multi_delete(self, keys: Sequence[Key]) -> None:
+        with self._lock:
+            for key in keys:
+                self._data.pop(tuple(key), None)
 
     def items(self) -> list[tuple[Key, Any]]:
         """A snapshot of every stored pair (for tests and debugging)."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from airflow_trident.errors import StateError
@@ -10,7 +10,7 @@ from airflow_trident.state.base import Key, StateType, check_same_length
 from airflow_trident.state.combine import CombineOp
 from airflow_trident.state.map.backing import BackingMap, CombiningBackingMap, CommitAware
 
-__all__ = ["MapState", "RuleMap"]
+__all__ = ["MapState", "RevertibleState", "RuleMap"]
 
 Updater = Callable[[Any], Any]
 
@@ -36,6 +36,17 @@ class MapState(Protocol):
 
     def multi_combine(self, keys: Sequence[Key], deltas: Sequence[Any], op: CombineOp) -> None:
         """Fold partial aggregates into ``keys`` with a built-in combiner."""
+
+
+@runtime_checkable
+class RevertibleState(Protocol):
+    """A state that can undo, inside the commit of ``txid``, what an earlier attempt of
+    ``txid`` wrote to keys this attempt does not write (opaque state: see
+    :meth:`~airflow_trident.state.map.opaque.OpaqueMap.revert_txid`)."""
+
+    def revert_txid(self, txid: int, keep: Iterable[Key]) -> int:
+        """Put the keys stored at ``txid``, except ``keep``, back to their value before
+        ``txid``; return how many changed."""
 
 
 class RuleMap:

@@ -1,7 +1,8 @@
 """An LRU cache in front of a store (Trident's ``CachedMap``).
 
-Writes go through to the store at once; they enter the cache only when the commit succeeds, so a
-commit that fails (and is rolled back by the store) never leaves the cache ahead of the store.
+Writes (and deletes) go through to the store at once; they enter the cache only when the commit
+succeeds, so a commit that fails (and is rolled back by the store) never leaves the cache ahead of
+the store.
 
 >>> from airflow_trident.state.map.backing import MemoryBackingMap
 >>> store = MemoryBackingMap()
@@ -20,7 +21,12 @@ from typing import Any
 from airflow_trident.errors import ConfigurationError
 from airflow_trident.state.base import Key, StateType, check_same_length
 from airflow_trident.state.combine import CombineOp
-from airflow_trident.state.map.backing import BackingMap, CombiningBackingMap, CommitAware
+from airflow_trident.state.map.backing import (
+    BackingMap,
+    CombiningBackingMap,
+    CommitAware,
+    TxidIndexedBackingMap,
+)
 
 __all__ = ["CachedMap"]
 
@@ -99,6 +105,34 @@ class CachedMap:
         for key in map(tuple, keys):  # the store computed the values: forget ours
             self._cache.pop(key, None)
             self._pending.pop(key, None)
+
+    # -- TxidIndexedBackingMap (when the store is one) -------------------------------------
+    @property
+    def indexes_txids(self) -> bool:
+        """Whether the store lists keys by txid and deletes keys (so this cache does too)."""
+        return isinstance(self._delegate, TxidIndexedBackingMap)
+
+    def keys_at_txid(self, txid: int) -> list[Key]:
+        """The store's keys written by ``txid`` (writes go through, so the store knows all)."""
+        return self._indexed("keys_at_txid").keys_at_txid(txid)
+
+    def multi_delete(self, keys: Sequence[Key]) -> None:
+        """Delete ``keys`` in the store; the cache sees them absent from now on in this commit,
+        and after it commits (a rollback forgets the deletes, as it forgets the writes)."""
+        self._indexed("multi_delete").multi_delete(keys)
+        for key in map(tuple, keys):
+            self._cache.pop(key, None)
+            self._pending[key] = None
+
+    def _indexed(self, what: str) -> TxidIndexedBackingMap:
+        delegate = self._delegate
+        if not isinstance(delegate, TxidIndexedBackingMap):
+            msg = (
+                f"CachedMap.{what}: the store {type(delegate).__name__} cannot list keys by "
+                f"txid or delete keys; check indexes_txids"
+            )
+            raise TypeError(msg)
+        return delegate
 
     def _remember(self, key: Key, value: Any) -> None:
         self._cache[key] = value

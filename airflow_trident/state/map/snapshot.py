@@ -15,12 +15,12 @@ An ungrouped ``persistent_aggregate`` (a global count, say) keeps its value unde
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol, runtime_checkable
 
 from airflow_trident.state.base import Key
 from airflow_trident.state.combine import CombineOp
-from airflow_trident.state.map.base import MapState
+from airflow_trident.state.map.base import MapState, RevertibleState
 
 __all__ = ["GLOBAL_KEY", "Snapshottable", "SnapshottableMap"]
 
@@ -64,6 +64,13 @@ class SnapshottableMap:
 
     def commit(self, txid: int) -> None:
         self._delegate.commit(txid)
+
+    def revert_txid(self, txid: int, keep: Iterable[Key]) -> int:
+        """The map's :meth:`~airflow_trident.state.map.opaque.OpaqueMap.revert_txid` (an opaque
+        map); other maps have nothing to revert (a replay writes the same keys): 0."""
+        if isinstance(self._delegate, RevertibleState):
+            return self._delegate.revert_txid(txid, keep)
+        return 0
 
     def get(self) -> Any:
         return self._delegate.multi_get([self._key])[0]

@@ -108,7 +108,23 @@ class RowPaths:
                 return tuple(row[:-1]), stored
         return None
 
+    def keys_at_txid(self, conn: sa.Connection, txid: int) -> list[Key]:
+        """The keys of the rows whose ``txid`` is ``txid`` (the txid index finds them)."""
+        table = self.layout.table
+        query = sa.select(*self.layout.key_columns).where(table.c.txid == txid)
+        return [tuple(row) for row in conn.execute(query)]
+
     # -- writes ---------------------------------------------------------------------------
+    def delete(self, conn: sa.Connection, keys: Sequence[Key]) -> None:
+        """Delete the rows of ``keys`` (distinct tuples); absent keys are ignored."""
+        table = self.layout.table
+        for chunk in self._chunks(keys):
+            where, join = self._where_keys(chunk)
+            if join is not None:  # PostgreSQL: the keys come as arrays, one per key field
+                wanted = sa.select(*(join.c[f] for f in self.layout.key_fields))
+                where = sa.tuple_(*self.layout.key_columns).in_(wanted)
+            conn.execute(table.delete().where(where))
+
     def _params(self, rows: Sequence[Row]) -> list[dict[str, Any]]:
         if self.dialect == "postgresql":
             # Stable: the last of repeated keys is still written last. Mixed key types cannot

@@ -1,4 +1,9 @@
-"""Creating a state table, and checking that an existing one has the expected columns.
+"""Creating a state table (and its indexes), and checking that an existing one has the expected
+columns.
+
+An index the layout has and an existing table lacks (a table created by an earlier version) is
+created with ``CREATE INDEX IF NOT EXISTS``; only then, because on PostgreSQL that statement
+waits for the table's open write transactions even when the index exists.
 
 Examples
 --------
@@ -26,7 +31,8 @@ __all__ = ["ensure_table"]
 
 
 def ensure_table(engine: sa.Engine, layout: TableLayout) -> None:
-    """``CREATE TABLE IF NOT EXISTS``, then check the table's columns and their kinds.
+    """``CREATE TABLE IF NOT EXISTS``, create missing indexes, then check the table's columns
+    and their kinds.
 
     Raises
     ------
@@ -45,7 +51,16 @@ def ensure_table(engine: sa.Engine, layout: TableLayout) -> None:
             # Two processes created it at once (PostgreSQL's catalog race): it exists now.
             pass
         with conn.begin():
-            found = {c["name"]: _kind(c["type"]) for c in sa.inspect(conn).get_columns(layout.name)}
+            inspector = sa.inspect(conn)
+            found = {c["name"]: _kind(c["type"]) for c in inspector.get_columns(layout.name)}
+            indexes = {ix["name"] for ix in inspector.get_indexes(layout.name)}
+        _check_columns(layout, found)
+        for index in layout.table.indexes:
+            if index.name not in indexes:
+                _create_index(conn, index)
+
+
+def _check_columns(layout: TableLayout, found: dict[str, str]) -> None:
     expected = {c.name: _kind(c.type) for c in layout.table.columns}
     if found != expected:
         msg = (
@@ -54,6 +69,14 @@ def ensure_table(engine: sa.Engine, layout: TableLayout) -> None:
             f"created with, or another table name"
         )
         raise ConfigurationError(msg)
+
+
+def _create_index(conn: sa.Connection, index: sa.Index) -> None:
+    try:
+        with conn.begin():
+            conn.execute(sa.schema.CreateIndex(index, if_not_exists=True))
+    except sa.exc.IntegrityError:
+        pass  # created by another process at the same moment, as for the table
 
 
 def _kind(column_type: Any) -> str:

@@ -12,7 +12,9 @@
   are then refused until ``rollback()`` or a new ``begin_commit``, so a failed commit can never be
   half-applied by later calls (reads keep working);
 * ``CombiningBackingMap``: with a numeric ``value_type`` the database applies count/sum/min/max
-  under the state's exactly-once rule in one statement (see :mod:`.combine`).
+  under the state's exactly-once rule in one statement (see :mod:`.combine`);
+* ``TxidIndexedBackingMap``: ``keys_at_txid`` (through the ``txid`` index of opaque tables) and
+  ``multi_delete``, inside the commit's transaction like every other call.
 
 Keys repeated within one ``multi_combine`` call are folded with the combiner (they are partial
 aggregates of the same batch); repeated within one ``multi_put`` call, the last value wins.
@@ -290,6 +292,20 @@ class SqlBackingMap:
                 self._bulk.put(conn, rows)
             else:
                 self._rows.put(conn, rows)
+
+    # -- TxidIndexedBackingMap ------------------------------------------------------------
+    def keys_at_txid(self, txid: int) -> list[Key]:
+        """The keys whose row was written by batch ``txid`` (as ``multi_get`` takes them)."""
+        with self._transaction(f"keys_at_txid({txid})", write=False) as conn:
+            return self._rows.keys_at_txid(conn, txid)
+
+    def multi_delete(self, keys: Sequence[Key]) -> None:
+        """Delete the rows of ``keys`` (absent keys are ignored), in batched statements."""
+        if not keys:
+            return
+        with self._transaction("multi_delete", write=True) as conn:
+            wanted = list(dict.fromkeys(self.codec.check_key(k) for k in keys))
+            self._rows.delete(conn, wanted)
 
     # -- CombiningBackingMap --------------------------------------------------------------
     def supports_combine(self, op: CombineOp, state_type: StateType) -> bool:

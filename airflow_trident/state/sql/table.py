@@ -2,8 +2,10 @@
 
 One table holds one state. Its primary key is the key columns; ``txid`` is the batch that last
 wrote the row (``NULL`` for non-transactional state), ``val`` the value and ``prev`` the value
-before that batch (opaque state only). Building a layout validates every name and type and does
-no I/O, so it is safe at DAG-parse time.
+before that batch (opaque state only). An opaque table also has an index on ``txid``: its commit
+looks up the keys a failed attempt of the same txid wrote (see
+:meth:`~airflow_trident.state.map.opaque.OpaqueMap.revert_txid`). Building a layout validates
+every name and type and does no I/O, so it is safe at DAG-parse time.
 
 Examples
 --------
@@ -12,6 +14,8 @@ Examples
 ['key', 'txid', 'val', 'prev']
 >>> layout.numeric
 True
+>>> [index.name for index in layout.table.indexes]
+['word_counts_txid_ix']
 >>> TableLayout.build("counts", state_type="opaque", key_fields=("txid",))
 Traceback (most recent call last):
 ...
@@ -20,6 +24,7 @@ airflow_trident.errors.ConfigurationError: state table 'counts': key field 'txid
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -30,7 +35,7 @@ from airflow_trident.errors import ConfigurationError
 from airflow_trident.names import validate_name
 from airflow_trident.state.base import StateType
 
-__all__ = ["KEY_TYPES", "VALUE_TYPES", "TableLayout"]
+__all__ = ["KEY_TYPES", "VALUE_TYPES", "TableLayout", "txid_index_name"]
 
 VALUE_TYPES: Mapping[str, type[sa.types.TypeEngine[Any]]] = {
     "json": sa.Text,
@@ -124,6 +129,8 @@ class TableLayout:
             sa.Column("prev", value_col(), nullable=True),
         ]
         table_obj = sa.Table(name, sa.MetaData(), *columns)
+        if kind is StateType.OPAQUE:
+            sa.Index(txid_index_name(name), table_obj.c.txid)
         return cls(name, kind, fields, types, value_type, table_obj)
 
     @property
@@ -151,6 +158,21 @@ class TableLayout:
             prefixes=["TEMPORARY"],
             postgresql_on_commit="DROP",
         )
+
+
+def txid_index_name(table: str) -> str:
+    """The name of ``table``'s index on ``txid`` (at most 63 characters, PostgreSQL's limit).
+
+    >>> txid_index_name("counts")
+    'counts_txid_ix'
+    >>> len(txid_index_name("t" * 63))
+    63
+    """
+    name = f"{table}_txid_ix"
+    if len(name) <= 63:
+        return name
+    digest = hashlib.sha1(table.encode(), usedforsecurity=False).hexdigest()[:8]
+    return f"{table[: 63 - len('_txid_ix') - 9]}_{digest}_txid_ix"
 
 
 def _check_fields(table: str, fields: tuple[str, ...]) -> None:
