@@ -19,8 +19,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_trident.coordination.attempt import TransactionAttempt
-from airflow_trident.coordination.store import encode_json
-from airflow_trident.errors import CommitConflictError, CommitOrderError, MetadataError
+from airflow_trident.coordination.store import encode_json, require_allocated
+from airflow_trident.errors import (
+    CommitConflictError,
+    CommitOrderError,
+    ConfigurationError,
+    MetadataError,
+)
 from airflow_trident.names import validate_name
 from airflow_trident.spout.tx_state import MemoryPartitionState, PartitionState
 
@@ -44,6 +49,7 @@ class MemoryCoordinatorStore:
         self._meta: dict[str, dict[int, Any]] = {}
         self._runs: dict[str, int] = {}
         self._partition_states: dict[str, MemoryPartitionState] = {}
+        self._commits_started: set[int] = set()
 
     def current_txid(self) -> int:
         return self._current
@@ -63,11 +69,30 @@ class MemoryCoordinatorStore:
                     msg = f"run {run_id!r} is bound to txid {self._runs[run_id]}, not {txid}"
                     raise MetadataError(msg)
                 return self._runs[run_id]
-            if txid is not None and not 1 <= txid <= self._current:
-                msg = f"cannot replay txid {txid}: only txids 1..{self._current} were allocated"
-                raise CommitOrderError(msg)
+            if txid is not None:
+                require_allocated(txid, self._current, topology=self.paths.topology)
             self._runs[run_id] = txid if txid is not None else self.allocate_txid()
             return self._runs[run_id]
+
+    def bind_new_run(self, run_id: str, txid: int) -> int:
+        """Allocate exactly ``txid`` (the next txid) and bind ``run_id`` to it (see
+        :meth:`CoordinatorStore.bind_new_run <airflow_trident.coordination.store.
+        CoordinatorStore.bind_new_run>`)."""
+        with self._lock:
+            bound = self._runs.get(run_id)
+            if bound is not None:
+                if bound != txid:
+                    msg = f"run {run_id!r} is bound to txid {bound}, not {txid}"
+                    raise MetadataError(msg)
+                return bound
+            if txid != self._current + 1:
+                msg = (
+                    f"cannot allocate txid {txid} of topology {self.paths.topology!r}: the next "
+                    f"txid is {self._current + 1}; nothing was written"
+                )
+                raise ConfigurationError(msg)
+            self._runs[run_id] = self.allocate_txid()
+            return txid
 
     def attempt(self, txid: int) -> TransactionAttempt | None:
         found = self._attempts.get(txid)
@@ -125,6 +150,13 @@ class MemoryCoordinatorStore:
                     del metas[t]
                     removed += 1
             return removed
+
+    def mark_commit_started(self, txid: int) -> bool:
+        """Record that a commit of ``txid`` starts applying state; whether one had before."""
+        with self._lock:
+            started = txid in self._commits_started
+            self._commits_started.add(txid)
+            return started
 
     def partition_state(self, spout: str) -> PartitionState:
         """Partitioned spout ``spout``'s per-partition metadata, in memory beside this."""

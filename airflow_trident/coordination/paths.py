@@ -97,6 +97,15 @@ class CoordinatorPaths:
         """The binding of ``run_id`` (any string, encoded as one segment)."""
         return f"{self.runs}/{encode_segment(run_id)}"
 
+    @property
+    def commits_started(self) -> str:
+        """Parent of one node per txid whose commit started applying state."""
+        return f"{self.coordinator}/commits_started"
+
+    def commit_started(self, txid: int) -> str:
+        """The node saying a commit of ``txid`` started applying state."""
+        return f"{self.commits_started}/{txid_node(txid)}"
+
     def user(self, spout: str) -> str:
         """Root of ``spout``'s own state."""
         return f"{self.base}/user/{validate_name(spout, kind='spout')}"

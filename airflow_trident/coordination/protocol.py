@@ -97,6 +97,11 @@ class CoordinatorStoreProtocol(Protocol):
         """Delete attempts and metadata below ``txid``; the number of entries removed."""
         ...
 
+    def mark_commit_started(self, txid: int) -> bool:
+        """Record that a commit of ``txid`` starts applying state; return whether one had
+        already started (state may then hold an earlier attempt's writes of ``txid``)."""
+        ...
+
     def partition_state(self, spout: str) -> PartitionState:
         """Where partitioned spout ``spout`` keeps its per-partition metadata."""
         ...

@@ -49,12 +49,13 @@ from airflow_trident.coordination.paths import CoordinatorPaths, parse_txid_node
 from airflow_trident.errors import (
     CommitConflictError,
     CommitOrderError,
+    ConfigurationError,
     MetadataError,
     MetadataNotSerializableError,
 )
 from airflow_trident.spout.tx_state import PartitionState
 
-__all__ = ["CoordinatorStore", "encode_json"]
+__all__ = ["CoordinatorStore", "encode_json", "require_allocated"]
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +70,30 @@ def encode_json(value: Any, *, what: str) -> bytes:
             f"must be plain dicts, lists, str, int, float, bool or None"
         )
         raise MetadataNotSerializableError(msg) from exc
+
+
+def require_allocated(txid: int, current: int, *, topology: str) -> None:
+    """Refuse to replay ``txid`` unless it is one of the allocated txids ``1..current``.
+
+    A replay of a txid never allocated would store metadata and attempts for a batch no run
+    holds, and a later allocation would hand the same txid to another run.
+
+    >>> require_allocated(2, 3, topology="wc")
+    >>> require_allocated(5, 3, topology="wc")
+    Traceback (most recent call last):
+    ...
+    airflow_trident.errors.ConfigurationError: cannot replay txid 5 of topology 'wc': it was never \
+allocated (the last allocated txid is 3); nothing was written. Hint: replay one of txids 1..3, or \
+leave the txid out to begin a new batch
+    """
+    if not 1 <= txid <= current:
+        msg = (
+            f"cannot replay txid {txid} of topology {topology!r}: it was never allocated (the "
+            f"last allocated txid is {current}); nothing was written. Hint: "
+            + (f"replay one of txids 1..{current}, or " if current else "")
+            + "leave the txid out to begin a new batch"
+        )
+        raise ConfigurationError(msg)
 
 
 def _decode(data: bytes) -> Any:
@@ -122,8 +147,8 @@ class CoordinatorStore:
 
         Raises
         ------
-        CommitOrderError
-            If ``txid`` was never allocated.
+        ConfigurationError
+            If ``txid`` was never allocated (nothing is written).
         MetadataError
             If ``run_id`` is already bound to another txid.
         """
@@ -141,22 +166,57 @@ class CoordinatorStore:
                 raise MetadataError(msg)
             return existing
         if txid is not None:
-            current = self.current_txid()
-            if not 1 <= txid <= current:
-                msg = (
-                    f"cannot replay txid {txid} of topology {self.paths.topology!r}: only txids "
-                    f"1..{current} were allocated"
-                )
-                raise CommitOrderError(msg)
+            require_allocated(txid, self.current_txid(), topology=self.paths.topology)
             self._create_or_keep(self.paths.run(run_id), {"txid": txid})
             return self._inner_bind_run(run_id, txid)
         return self._inner_allocate(run_id)
 
-    def _inner_allocate(self, run_id: str | None) -> int:
+    def bind_new_run(self, run_id: str, txid: int) -> int:
+        """Allocate exactly ``txid`` and bind ``run_id`` to it, in one ZooKeeper transaction.
+
+        For a run created to *be* txid ``txid`` (``airflow-trident backfill`` names its new runs
+        by their txids): ``txid`` must be the next txid. Running it again for the same run
+        returns ``txid`` (the binding is already there).
+
+        Raises
+        ------
+        ConfigurationError
+            If ``txid`` is not the next txid: it leaves a gap, or it was allocated already
+            (perhaps by a begin that ran meanwhile). Nothing is written.
+        MetadataError
+            If ``run_id`` is already bound to another txid.
+        """
+        result: int = self.client.retry(self._inner_bind_new_run, run_id, txid)
+        return result
+
+    def _inner_bind_new_run(self, run_id: str, txid: int) -> int:
+        bound = self.txid_for_run(run_id)
+        if bound is not None:
+            if bound != txid:
+                msg = (
+                    f"run {run_id!r} of topology {self.paths.topology!r} is bound to txid "
+                    f"{bound}, not {txid}; nothing was written. Hint: use another run id"
+                )
+                raise MetadataError(msg)
+            return bound
+        return self._inner_allocate(run_id, expected=txid)
+
+    def _inner_allocate(self, run_id: str | None, expected: int | None = None) -> int:
         while True:
             self._ensure(self.paths.current_txid, 0)
             data, stat = self.client.get(self.paths.current_txid)
             txid = int(_decode(data)) + 1
+            if expected is not None and txid != expected:
+                msg = (
+                    f"cannot allocate txid {expected} of topology {self.paths.topology!r}: the "
+                    f"next txid is {txid}; nothing was written. Hint: "
+                    + (
+                        f"txids up to {txid - 1} are allocated already (replay them instead)"
+                        if expected < txid
+                        else f"txids must be allocated without gaps, start at txid {txid}"
+                    )
+                )
+                raise ConfigurationError(msg)
             tx = self.client.transaction()
             tx.set_data(self.paths.current_txid, encode_json(txid, what="txid"), stat.version)
             if run_id is not None:
@@ -372,7 +432,24 @@ class CoordinatorStore:
             value = self.read_json(path)
             if value is not None and int(value["txid"]) < txid:
                 removed += self._delete(path)
+        for earlier in self._txid_children(self.paths.commits_started):
+            if earlier < txid:
+                removed += self._delete(self.paths.commit_started(earlier))
         return removed
+
+    def mark_commit_started(self, txid: int) -> bool:
+        """Record that a commit of ``txid`` starts applying state; return whether one had
+        already started (then state may hold an earlier attempt's writes of ``txid``).
+
+        A create retried after a connection loss may find its own node and answer ``True``:
+        that only costs the caller a needless check, never a missed one.
+        """
+        path = self.paths.commit_started(txid)
+        try:
+            self.client.retry(self.client.create, path, b"", makepath=True)
+        except NodeExistsError:
+            return True
+        return False
 
     def delete_all(self) -> None:
         """Delete every node of this topology (tests, and dropping a topology)."""

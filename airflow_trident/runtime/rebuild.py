@@ -96,7 +96,8 @@ def rebuild_states(
         records_in = result.records_in
         pending = [name for name in chosen if done[name] < txid]
         chosen_staged = {name: result.staged[name] for name in pending if name in result.staged}
-        steps.apply_result(txid, chosen_staged)
+        # only the first txid of a (resumed) rebuild can hold an interrupted run's writes
+        steps.apply_result(txid, chosen_staged, revert=txid == start)
         for name in pending:
             ledger.record_rebuilt(topology.name, name, txid)
         keys = {name: s.rows for name, s in chosen_staged.items()}

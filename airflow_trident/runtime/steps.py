@@ -88,8 +88,12 @@ class StagedBatchApplier(Protocol):
     """Applies a verified staged batch to the states: here (:class:`BatchSteps` itself) or on
     Spark executors (``airflow_trident.runtime.spark.commit.SparkBatchApplier``)."""
 
-    def apply_staged(self, plan: BatchPlan, manifest: Mapping[str, Any]) -> dict[str, Partitions]:
-        """Apply every staged partition in its own state commit; the new values by state."""
+    def apply_staged(
+        self, plan: BatchPlan, manifest: Mapping[str, Any], *, revert: bool = True
+    ) -> dict[str, Partitions]:
+        """Apply every staged partition in its own state commit; the new values by state.
+        ``revert``: first put back opaque keys an earlier attempt of the txid wrote and this
+        one does not (only needed when an earlier commit of the txid started)."""
         ...
 
     def reprocess(self, txid: int) -> Mapping[str, Any]:
@@ -122,8 +126,10 @@ class _MemoryBatch:
             "states": {n: {"files": [{"rows": s.rows}]} for n, s in self.result.staged.items()},
         }
 
-    def apply_staged(self, plan: BatchPlan, manifest: Mapping[str, Any]) -> dict[str, Partitions]:
-        return self.steps.apply_result(plan.txid, self.result.staged)
+    def apply_staged(
+        self, plan: BatchPlan, manifest: Mapping[str, Any], *, revert: bool = True
+    ) -> dict[str, Partitions]:
+        return self.steps.apply_result(plan.txid, self.result.staged, revert=revert)
 
     def reprocess(self, txid: int) -> Mapping[str, Any]:
         _, self.result = self.steps.process_in_memory(txid)
@@ -325,7 +331,10 @@ class BatchSteps:
         new_values: dict[str, Partitions] = {}
 
         def apply_batch() -> None:
-            new_values.update(applier.apply_staged(plan, manifest))
+            # state can hold an earlier attempt's writes of this txid only if an earlier commit
+            # of it started: then (only) opaque keys it wrote and this one does not are reverted
+            revert = self.store.mark_commit_started(txid)
+            new_values.update(applier.apply_staged(plan, manifest, revert=revert))
 
         try:
             outcome = self.coordinator.commit_applied_by(plan, apply_batch)
@@ -374,11 +383,16 @@ class BatchSteps:
             spouts[name] = entry
         return {"spouts": spouts}
 
-    def apply_staged(self, plan: BatchPlan, manifest: Mapping[str, Any]) -> dict[str, Partitions]:
+    def apply_staged(
+        self, plan: BatchPlan, manifest: Mapping[str, Any], *, revert: bool | None = None
+    ) -> dict[str, Partitions]:
         """Apply every staged partition of ``manifest`` here, each in its own state commit
         (without the compare-and-set of the committed txid); return the new values by state
-        (the worker-side :class:`StagedBatchApplier`)."""
-        return self.apply_result(plan.txid, self.staging.read_states(manifest))
+        (the worker-side :class:`StagedBatchApplier`). ``revert=None``: record that a commit
+        of the txid started and revert only if one had before (see :meth:`apply_result`)."""
+        if revert is None:
+            revert = self.store.mark_commit_started(plan.txid)
+        return self.apply_result(plan.txid, self.staging.read_states(manifest), revert=revert)
 
     def apply_result(
         self,
@@ -386,16 +400,17 @@ class BatchSteps:
         staged: Mapping[str, StagedState],
         *,
         only: frozenset[str] | None = None,
+        revert: bool = True,
     ) -> dict[str, Partitions]:
         """Apply batch ``txid``'s ``staged`` rows (of the states in ``only``, default all) to
         the states, each partition in its own state commit; return the new values by state.
 
-        An opaque state first gets back, for the keys an earlier attempt of ``txid`` wrote and
-        this one does not, its value before ``txid``
+        With ``revert``, an opaque state first gets back, for the keys an earlier attempt of
+        ``txid`` wrote and this one does not, its value before ``txid``
         (:meth:`~airflow_trident.runtime.commit.StateCommitter.revert_unwritten`).
         """
         chosen = {n: s for n, s in staged.items() if only is None or n in only}
-        for name, stage in chosen.items():
+        for name, stage in chosen.items() if revert else ():
             self.committer.revert_unwritten(txid, name, self.committer.written_keys(stage))
         states = self.committer.make_states(chosen)
         new_values: dict[str, Partitions] = {}

@@ -150,7 +150,9 @@ class SparkBatchApplier:
         self._reprocess = reprocess
         self.states = states or StateBinding()
 
-    def apply_staged(self, plan: BatchPlan, manifest: Mapping[str, Any]) -> dict[str, Partitions]:
+    def apply_staged(
+        self, plan: BatchPlan, manifest: Mapping[str, Any], *, revert: bool = True
+    ) -> dict[str, Partitions]:
         """Apply every staged partition of ``manifest`` in its own Spark task; the new values
         by state (only for states a new-values stream reads).
 
@@ -165,7 +167,8 @@ class SparkBatchApplier:
         if not tasks:
             return {}
         committer = StateCommitter(cached_topology(self.topology), self.states)
-        self._revert_unwritten(committer, plan.txid, manifest)
+        if revert:  # an earlier commit of this txid started: undo what only it wrote
+            self._revert_unwritten(committer, plan.txid, manifest)
         wanted = frozenset(n for n in manifest["states"] if committer.wants_new_values(n))
         apply = _ApplyPartitions(
             self.topology, self.staging.root, dict(manifest), tasks, plan.txid, wanted, self.states

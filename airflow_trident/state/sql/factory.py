@@ -74,6 +74,11 @@ class SqlMapStateFactory:
     ``state_type``) over a new store on the shared engine, behind a ``CachedMap`` of
     ``cache_size`` entries when ``cache_size > 0``. All partitions share the table.
     ``url_or_engine=None`` leaves the database to the run (:meth:`located_at`).
+    ``txid_index=True`` indexes an opaque table's ``txid`` column: the commit of a txid whose
+    earlier commit attempt wrote state looks up the keys stored at that txid (to revert the ones
+    this attempt does not write); without the index that is a scan of the table, paid only on
+    such replays, while the index costs every write (~15% of the PostgreSQL commit throughput
+    measured by ``bench/commit.py``).
 
     Examples
     --------
@@ -95,6 +100,7 @@ class SqlMapStateFactory:
         cache_size: int = 0,
         create: bool = True,
         copy_threshold: int = COPY_THRESHOLD,
+        txid_index: bool = False,
     ) -> None:
         self.layout = TableLayout.build(
             table,
@@ -102,6 +108,7 @@ class SqlMapStateFactory:
             key_fields=key_fields,
             key_types=key_types,
             value_type=value_type,
+            txid_index=txid_index,
         )
         if cache_size < 0:
             msg = f"state table {table!r}: cache_size must be >= 0, got {cache_size}"
@@ -187,6 +194,7 @@ def sql_state(
     value_type: str = "json",
     cache_size: int = 0,
     create: bool = True,
+    txid_index: bool = False,
 ) -> SqlMapStateFactory:
     """A state factory over the SQL table ``table`` (see :class:`SqlMapStateFactory`);
     ``url_or_engine=None``: in the run's state database."""
@@ -199,4 +207,5 @@ def sql_state(
         value_type=value_type,
         cache_size=cache_size,
         create=create,
+        txid_index=txid_index,
     )

@@ -14,7 +14,10 @@ Examples
 ['key', 'txid', 'val', 'prev']
 >>> layout.numeric
 True
->>> [index.name for index in layout.table.indexes]
+>>> [index.name for index in layout.table.indexes]  # an index on txid is opt-in
+[]
+>>> indexed = TableLayout.build("word_counts", state_type="opaque", txid_index=True)
+>>> [index.name for index in indexed.table.indexes]
 ['word_counts_txid_ix']
 >>> TableLayout.build("counts", state_type="opaque", key_fields=("txid",))
 Traceback (most recent call last):
@@ -87,8 +90,10 @@ class TableLayout:
         key_fields: Sequence[str] = ("key",),
         key_types: Mapping[str, type] | None = None,
         value_type: str = "json",
+        txid_index: bool = False,
     ) -> TableLayout:
-        """Validate the options and return the layout.
+        """Validate the options and return the layout. ``txid_index``: an opaque table gets an
+        index on ``txid`` (it makes the revert of a replayed commit cheap, and costs every write).
 
         Raises
         ------
@@ -129,7 +134,7 @@ class TableLayout:
             sa.Column("prev", value_col(), nullable=True),
         ]
         table_obj = sa.Table(name, sa.MetaData(), *columns)
-        if kind is StateType.OPAQUE:
+        if kind is StateType.OPAQUE and txid_index:
             sa.Index(txid_index_name(name), table_obj.c.txid)
         return cls(name, kind, fields, types, value_type, table_obj)
 
