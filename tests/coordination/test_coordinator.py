@@ -11,7 +11,7 @@ from airflow_trident.coordination.client import ZkConfig, connect
 from airflow_trident.coordination.coordinator import BatchPlan, TransactionalCoordinator
 from airflow_trident.coordination.spout_state import ZkPartitionState
 from airflow_trident.coordination.store import CoordinatorStore
-from airflow_trident.errors import CommitOrderError
+from airflow_trident.errors import CommitOrderError, ConfigurationError
 from airflow_trident.spout.memory import MemoryOpaqueSpout, MemoryTransactionalSpout
 from airflow_trident.spout.opaque import OpaquePartitionedSpoutExecutor, StaleBatchError
 from airflow_trident.spout.partitioned import PartitionedTransactionalSpoutExecutor
@@ -175,3 +175,31 @@ def test_opaque_later_batch_built_on_a_changed_replay_is_stale(
     commit_counts(coordinator, replay2, state, coordinator.emit(replay2, "words"))
     drain(coordinator, state, 3)
     assert read(state) == TOTAL
+
+
+def _znodes(client: Any, path: str) -> set[str]:
+    """Every znode at and below ``path``."""
+    if client.exists(path) is None:
+        return set()
+    found = {path}
+    for child in client.get_children(path):
+        found |= _znodes(client, f"{path}/{child}")
+    return found
+
+
+@pytest.mark.parametrize("run_id", [None, "replay-of-7"])
+def test_begin_of_a_txid_never_allocated_is_refused_and_writes_nothing(
+    zk_store: CoordinatorStore, run_id: str | None
+) -> None:
+    # Given a topology whose txids 1..2 were begun
+    coordinator = transactional(zk_store)
+    coordinator.begin(run_id="r1")
+    coordinator.begin(run_id="r2")
+    before = _znodes(zk_store.client, zk_store.paths.base)
+    # When txid 7 (never allocated) is begun, with or without a run
+    with pytest.raises(ConfigurationError, match=r"txid 7 .* last allocated txid is 2"):
+        coordinator.begin(run_id=run_id, txid=7)
+    # Then no metadata, attempt or binding was written, and no txid was allocated
+    assert _znodes(zk_store.client, zk_store.paths.base) == before
+    assert zk_store.attempt(7) is None
+    assert zk_store.current_txid() == 2

@@ -16,6 +16,7 @@ from airflow_trident.coordination.store import CoordinatorStore
 from airflow_trident.errors import (
     CommitConflictError,
     CommitOrderError,
+    ConfigurationError,
     CoordinatorUnavailableError,
     InvalidNameError,
     MetadataError,
@@ -63,7 +64,7 @@ def test_replay_of_allocated_txid_and_refusal_of_unknown(zk_store: CoordinatorSt
     zk_store.bind_run("a")
     zk_store.bind_run("b")
     assert zk_store.bind_run("replay-of-1", 1) == 1
-    with pytest.raises(CommitOrderError, match=r"txid 9 .* only txids 1..2"):
+    with pytest.raises(ConfigurationError, match=r"txid 9 .* last allocated txid is 2"):
         zk_store.bind_run("replay-of-9", 9)
     with pytest.raises(MetadataError, match=r"bound to txid 1, not 2"):
         zk_store.bind_run("replay-of-1", 2)
@@ -256,3 +257,53 @@ def test_missing_zookeeper_is_a_clear_error() -> None:
 def test_invalid_topology_name() -> None:
     with pytest.raises(InvalidNameError, match=r"topology name 'word count'"):
         CoordinatorPaths("/trident", "word count")
+
+
+def _znodes(client: KazooClient, path: str) -> set[str]:
+    """Every znode at and below ``path``."""
+    if client.exists(path) is None:
+        return set()
+    found = {path}
+    for child in client.get_children(path):
+        found |= _znodes(client, f"{path}/{child}")
+    return found
+
+
+def test_binding_a_txid_never_allocated_is_refused_and_writes_nothing(
+    zk_client: KazooClient, zk_store: CoordinatorStore
+) -> None:
+    # Given txids 1..2 allocated
+    zk_store.bind_run("a")
+    zk_store.bind_run("b")
+    before = _znodes(zk_client, zk_store.paths.base)
+    # When a run asks to replay txid 5, never allocated
+    with pytest.raises(ConfigurationError, match=r"txid 5 .* last allocated txid is 2"):
+        zk_store.bind_run("replay-of-5", 5)
+    # Then no znode was created (no run binding, no txid moved)
+    assert _znodes(zk_client, zk_store.paths.base) == before
+    assert zk_store.current_txid() == 2
+    assert zk_store.txid_for_run("replay-of-5") is None
+
+
+def test_a_new_run_is_bound_to_exactly_the_next_txid_or_refused(
+    zk_client: KazooClient, zk_store: CoordinatorStore
+) -> None:
+    # Given txid 1 allocated
+    zk_store.bind_run("scheduled__1")
+    # When a backfill binds its new runs to txids 2 and 3, and the first binding is repeated
+    second = zk_store.bind_new_run("trident_new__txid_2", 2)
+    third = zk_store.bind_new_run("trident_new__txid_3", 3)
+    again = zk_store.bind_new_run("trident_new__txid_2", 2)
+    # Then each run holds the txid its name says
+    assert (second, third, again) == (2, 3, 2)
+    assert zk_store.txid_for_run("trident_new__txid_3") == 3
+    assert zk_store.current_txid() == 3
+    # And a gap, or a txid taken already, is refused without writing anything
+    before = _znodes(zk_client, zk_store.paths.base)
+    with pytest.raises(ConfigurationError, match=r"txid 6 .* the next txid is 4"):
+        zk_store.bind_new_run("trident_new__txid_6", 6)
+    with pytest.raises(ConfigurationError, match=r"txid 3 .* the next txid is 4"):
+        zk_store.bind_new_run("other", 3)
+    with pytest.raises(MetadataError, match=r"bound to txid 2, not 4"):
+        zk_store.bind_new_run("trident_new__txid_2", 4)
+    assert _znodes(zk_client, zk_store.paths.base) == before
