@@ -49,6 +49,7 @@ _ZK_JARS = ("/usr/share/java/zookeeper.jar", "/usr/share/java/slf4j-simple.jar")
 _ZK_CONF_DIR = "/etc/zookeeper/conf"
 _PG_BIN = Path("/usr/lib/postgresql/15/bin")
 _LOG_TAIL_LINES = 30
+_START_ATTEMPTS = 3
 
 _running: set[_PrivateServer] = set()
 
@@ -65,6 +66,26 @@ def _log_tail(path: Path) -> str:
     if not path.exists():
         return f"(no log at {path})"
     return "\n".join(path.read_text(errors="replace").splitlines()[-_LOG_TAIL_LINES:])
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether a live (not zombie) process is in process group ``pgid`` (Linux ``/proc``)."""
+    for stat_file in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat_file.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False
+
+
+def _wait_group_gone(pgid: int, timeout_s: float = 15.0) -> None:
+    """Wait until every process of the group is dead: a PostgreSQL backend still dying keeps
+    the shared memory attached, and a new postmaster would refuse to start on it."""
+    deadline = time.monotonic() + timeout_s
+    while _group_alive(pgid) and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 class _PrivateServer:
@@ -119,9 +140,33 @@ class _PrivateServer:
             return
         self.workdir.mkdir(parents=True, exist_ok=True)
         self._prepare()
+        deadline = time.monotonic() + timeout_s
+        for attempt in range(1, _START_ATTEMPTS + 1):
+            process = self._spawn()
+            while not self._ready():
+                if process.poll() is not None or time.monotonic() > deadline:
+                    break
+                time.sleep(0.1)
+            else:
+                break
+            code = process.poll()
+            self.kill()
+            if code is None or attempt == _START_ATTEMPTS or time.monotonic() > deadline:
+                msg = (
+                    f"private {self.kind} on 127.0.0.1:{self.port} did not answer within "
+                    f"{timeout_s:g}s (attempt {attempt}, exit code {code}); log "
+                    f"{self.log_path}:\n{_log_tail(self.log_path)}"
+                )
+                raise RuntimeError(msg)
+            time.sleep(0.5)  # it exited early (a port or lock still held): try again
+        if self.starts == 0:
+            self._after_first_ready()
+        self.starts += 1
+
+    def _spawn(self) -> subprocess.Popen[bytes]:
         args, options = self._command()
         with self.log_path.open("ab") as log:
-            self._process = subprocess.Popen(
+            process = subprocess.Popen(
                 args,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
@@ -129,23 +174,10 @@ class _PrivateServer:
                 start_new_session=True,
                 **options,
             )
+        self._process = process
         self._owner = os.getpid()
         _running.add(self)
-        deadline = time.monotonic() + timeout_s
-        while not self._ready():
-            if self._process.poll() is not None or time.monotonic() > deadline:
-                code = self._process.poll()
-                self.kill()
-                msg = (
-                    f"private {self.kind} on 127.0.0.1:{self.port} did not answer within "
-                    f"{timeout_s:g}s (exit code {code}); log {self.log_path}:\n"
-                    f"{_log_tail(self.log_path)}"
-                )
-                raise RuntimeError(msg)
-            time.sleep(0.1)
-        if self.starts == 0:
-            self._after_first_ready()
-        self.starts += 1
+        return process
 
     def stop(self, timeout_s: float = 30.0) -> None:
         """Stop gracefully (:attr:`stop_signal`), then ``SIGKILL`` after ``timeout_s``; waits."""
@@ -171,6 +203,7 @@ class _PrivateServer:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(process.pid, signal.SIGKILL)
         process.wait()
+        _wait_group_gone(process.pid)
         _running.discard(self)
 
     def restart(self, timeout_s: float = 60.0) -> None:
@@ -385,6 +418,9 @@ class PrivatePostgres(_PrivateServer):
             "shared_buffers": "32MB",
             "max_connections": "60",
         }
+        # Again at every start: a pytest session resets its base temp dir to 0700 when it
+        # starts, and another one may have started since the last time.
+        self._make_traversable()
         args = [str(_PG_BIN / "postgres"), "-D", str(self.data_dir), "-p", str(self.port)]
         for key, value in settings.items():
             args += ["-c", f"{key}={value}"]
