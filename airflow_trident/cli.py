@@ -1,10 +1,16 @@
 """``airflow-trident``: command-line tools next to Airflow's own.
 
-``airflow-trident backfill DAG_ID --from-txid N --to-txid M`` creates one DAG run per txid of
-the range. Txids already allocated are *replayed* (``conf={"txid": t}``): a committed one changes
-nothing, an uncommitted one is processed and committed in order. Txids beyond the last
-allocated are new batches (runs without conf), allocated in order by their begin tasks. A
-running scheduler executes the runs; commits stay strictly ordered whatever order they run in.
+``airflow-trident backfill DAG_ID --from-txid N --to-txid M [--dry-run]`` creates one DAG run
+per txid of the range, each with ``conf={"txid": t}`` and named after its txid. Txids already
+allocated are *replayed* (``trident_replay__txid_t``): a committed one changes nothing, an
+uncommitted one is processed and committed in order. Txids beyond the last allocated are new
+batches (``trident_new__txid_t``): the command allocates them and binds them to their runs in
+ZooKeeper, in txid order, before it creates the runs, so each run's begin binds exactly the
+txid its name says, whatever order the begins run in. A range may not start beyond the next
+txid (a gap would block every later commit). Backfilling a range again creates new runs
+(``trident_replay__txid_t__2``, ``__3``, ...) replaying the same txids. A running scheduler
+executes the runs; commits stay strictly ordered whatever order they run in. Mistakes (an
+unknown DAG, a gap, an empty range) exit 2 with a one-line message.
 
 Airflow's own ``airflow backfill create --from-date --to-date`` creates runs by *date*: each
 begins a *new* txid (dates never name txids), so it processes new batches, it does not replay
@@ -21,36 +27,90 @@ last committed) in-process into those states only, resuming where an earlier reb
 from __future__ import annotations
 
 import argparse
+import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from airflow_trident.errors import TridentError
+from airflow_trident.coordination.paths import CoordinatorPaths
+from airflow_trident.coordination.store import CoordinatorStore
+from airflow_trident.errors import ConfigurationError, MetadataError, TridentError
 
-__all__ = ["main", "plan_backfill"]
+__all__ = ["BackfillRun", "main", "plan_backfill"]
+
+REPLAY_PREFIX = "trident_replay__txid_"
+NEW_PREFIX = "trident_new__txid_"
 
 
-def plan_backfill(from_txid: int, to_txid: int, allocated: int) -> list[dict[str, Any]]:
-    """The runs to create: ``{"run_id", "conf"}`` per txid, replays first, in txid order.
+@dataclass(frozen=True)
+class BackfillRun:
+    """One DAG run of a backfill: its run id, the txid it is pinned to, and why.
 
-    >>> for run in plan_backfill(2, 5, allocated=3):
-    ...     print(run["run_id"])
-    trident_replay__txid_2
-    trident_replay__txid_3
-    trident_new__txid_4
-    trident_new__txid_5
-    >>> plan_backfill(2, 5, allocated=3)[-1]["conf"]
-    {}
+    ``new`` runs hold txids beyond the last allocated (the command allocates and binds them);
+    the others replay an allocated txid. ``again`` names the earlier run this one repeats when
+    the plain name (``trident_replay__txid_N``) was taken.
+    """
+
+    run_id: str
+    txid: int
+    new: bool
+    again: str | None = None
+
+    @property
+    def conf(self) -> dict[str, int]:
+        """The run's ``dag_run.conf``: its begin binds exactly this txid."""
+        return {"txid": self.txid}
+
+
+def plan_backfill(
+    from_txid: int, to_txid: int, allocated: int, *, taken: Container[str] = frozenset()
+) -> list[BackfillRun]:
+    """The runs of a backfill of txids ``from_txid..to_txid``, in txid order.
+
+    Txids up to ``allocated`` are replays, named ``trident_replay__txid_N``; later ones are new
+    txids, named ``trident_new__txid_N``, which must follow ``allocated`` without a gap. A run
+    id in ``taken`` (Airflow or ZooKeeper knows it already) gets the first free counter suffix,
+    ``trident_replay__txid_N__2``, ``__3``, ...: repeating a range replays the same txids in
+    new runs. Every run's conf is ``{"txid": N}``.
+
+    Raises
+    ------
+    ConfigurationError
+        If the range is empty, starts below 1, or starts beyond the next txid (a gap).
+
+    Examples
+    --------
+    >>> for run in plan_backfill(2, 5, allocated=3, taken={"trident_replay__txid_2"}):
+    ...     print(run.run_id, run.conf, "new" if run.new else f"replay (again: {run.again})")
+    trident_replay__txid_2__2 {'txid': 2} replay (again: trident_replay__txid_2)
+    trident_replay__txid_3 {'txid': 3} replay (again: None)
+    trident_new__txid_4 {'txid': 4} new
+    trident_new__txid_5 {'txid': 5} new
+    >>> plan_backfill(6, 7, allocated=3)
+    Traceback (most recent call last):
+    ...
+    airflow_trident.errors.ConfigurationError: txids 6..7 start beyond the next txid, 4: ...
     """
     if from_txid < 1 or to_txid < from_txid:
         msg = f"txid range {from_txid}..{to_txid} is empty or starts below 1"
-        raise ValueError(msg)
+        raise ConfigurationError(msg)
+    if from_txid > allocated + 1:
+        msg = (
+            f"txids {from_txid}..{to_txid} start beyond the next txid, {allocated + 1}: txids "
+            f"are allocated without gaps (a gap would block every later commit); nothing was "
+            f"created. Hint: --from-txid {allocated + 1} or less"
+        )
+        raise ConfigurationError(msg)
     runs = []
     for txid in range(from_txid, to_txid + 1):
-        if txid <= allocated:
-            runs.append({"run_id": f"trident_replay__txid_{txid}", "conf": {"txid": txid}})
-        else:
-            runs.append({"run_id": f"trident_new__txid_{txid}", "conf": {}})
+        new = txid > allocated
+        plain = f"{NEW_PREFIX if new else REPLAY_PREFIX}{txid}"
+        run_id, counter = plain, 1
+        while run_id in taken:
+            counter += 1
+            run_id = f"{plain}__{counter}"
+        runs.append(BackfillRun(run_id, txid, new, None if run_id == plain else plain))
     return runs
 
 
@@ -71,33 +131,152 @@ def _begin_task(dag_id: str) -> Any:
     raise LookupError(msg)
 
 
-def _allocated_txids(dag_id: str) -> tuple[int, str]:
-    from airflow_trident.hooks.trident import TridentHook
+class _KnownRunIds:
+    """Run ids Airflow's metadata database or ZooKeeper knows (a plan must not reuse them)."""
 
-    begin = _begin_task(dag_id)
-    hook = TridentHook(zookeeper_conn_id=begin.zookeeper_conn_id)
-    with hook.batch_steps(begin.topology, staging_root=begin.staging_root) as steps:
-        return steps.store.current_txid(), str(begin.topology)
+    def __init__(self, in_airflow: set[str], store: CoordinatorStore) -> None:
+        self.in_airflow = in_airflow
+        self.store = store
+
+    def __contains__(self, run_id: object) -> bool:
+        if run_id in self.in_airflow:
+            return True
+        return isinstance(run_id, str) and self.store.txid_for_run(run_id) is not None
+
+
+def _check_dag_accepts_runs(dag_id: str) -> bool:
+    """Whether ``dag_id`` is paused; refuse one the metadata database cannot take runs for."""
+    from airflow.models.dag import DagModel
+    from airflow.utils.types import DagRunType
+
+    model = DagModel.get_current(dag_id)
+    if model is None:
+        msg = (
+            f"DAG {dag_id!r} is not in Airflow's metadata database yet; nothing was created. "
+            f"Hint: let the DAG processor parse it, or run `airflow dags reserialize`"
+        )
+        raise LookupError(msg)
+    allowed = model.allowed_run_types
+    if allowed is not None and DagRunType.MANUAL not in allowed:
+        msg = f"DAG {dag_id!r} does not allow manual runs; nothing was created"
+        raise LookupError(msg)
+    return bool(model.is_paused)
+
+
+def _airflow_run_ids(dag_id: str) -> set[str]:
+    from airflow.models.dagrun import DagRun
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        rows = session.scalars(
+            select(DagRun.run_id).where(DagRun.dag_id == dag_id, DagRun.run_id.like("trident_%"))
+        )
+        return set(rows)
+
+
+def _describe(run: BackfillRun, committed: int) -> str:
+    if run.new:
+        return f"new txid {run.txid}, bound to this run in ZooKeeper"
+    what = f"replays txid {run.txid}"
+    if run.again is not None:
+        what += f" again ({run.again} exists)"
+    if run.txid <= committed:
+        what += "; committed already, so it changes nothing"
+    return what
 
 
 def backfill(dag_id: str, from_txid: int, to_txid: int, *, dry_run: bool) -> int:
-    """Create the runs of :func:`plan_backfill`; print what was (or would be) created."""
-    allocated, topology = _allocated_txids(dag_id)
-    runs = plan_backfill(from_txid, to_txid, allocated)
-    print(f"DAG {dag_id} (topology {topology}): txids 1..{allocated} allocated")
-    for run in runs:
-        print(f"  {'would create' if dry_run else 'creating'} {run['run_id']} conf={run['conf']}")
-        if not dry_run:
-            from airflow.api.common.trigger_dag import trigger_dag
-            from airflow.utils.types import DagRunTriggeredByType
+    """Create the runs of :func:`plan_backfill`, binding new txids first; print each run.
 
+    New txids are allocated and bound to their runs in ZooKeeper here, in txid order, before
+    any run exists (:meth:`CoordinatorStore.bind_new_run`): a run's name and txid agree
+    whatever order the begins run in. Returns the exit status (2: not every run was created).
+    """
+    from airflow.api.common.trigger_dag import trigger_dag
+    from airflow.sdk.exceptions import AirflowException
+    from airflow.utils.types import DagRunTriggeredByType
+
+    from airflow_trident.hooks.zookeeper import ZooKeeperHook
+    from airflow_trident.runtime.reference import load_topology
+
+    begin = _begin_task(dag_id)
+    topology = load_topology(str(begin.topology)).name
+    paused = _check_dag_accepts_runs(dag_id)
+    with ZooKeeperHook(zookeeper_conn_id=begin.zookeeper_conn_id) as zk:
+        store = CoordinatorStore(zk.get_conn(), CoordinatorPaths(zk.get_config().root, topology))
+        allocated, committed = store.current_txid(), store.committed_txid()
+        taken = _KnownRunIds(_airflow_run_ids(dag_id), store)
+        runs = plan_backfill(from_txid, to_txid, allocated, taken=taken)
+        print(f"DAG {dag_id}, topology {topology}: last allocated txid {allocated}, last "
+              f"committed txid {committed}")  # fmt: skip
+        if dry_run:
+            for run in runs:
+                print(f"  would create {_line(run, committed)}")
+            return 0
+        bound, refusal = _bind_new_txids(store, runs)
+    status = 0
+    for run in bound:
+        try:
             trigger_dag(
                 dag_id,
-                run_id=run["run_id"],
-                conf=run["conf"],
+                run_id=run.run_id,
+                conf=run.conf,
                 triggered_by=DagRunTriggeredByType.CLI,
+                note=f"airflow-trident backfill: {_describe(run, committed)}",
             )
-    return 0
+        except (AirflowException, ValueError) as exc:
+            status = 2
+            _error(f"run {run.run_id} (txid {run.txid}) was not created: {exc}" + _recreate(
+                dag_id, run))  # fmt: skip
+            continue
+        print(f"  created {_line(run, committed)}")
+    if refusal is not None:
+        _error(refusal)
+        return 2
+    hint = f" once {dag_id} is unpaused" if paused else ""
+    print(f"{len(bound)} runs created; a running scheduler executes them{hint}, committing in "
+          f"txid order")  # fmt: skip
+    return status
+
+
+def _line(run: BackfillRun, committed: int) -> str:
+    return f"{run.run_id} conf={json.dumps(run.conf)}: {_describe(run, committed)}"
+
+
+def _recreate(dag_id: str, run: BackfillRun) -> str:
+    """How to create a new run by hand (its txid is bound to it already)."""
+    if not run.new:
+        return ""
+    return (
+        f". Its txid is bound to it: create it with `airflow dags trigger {dag_id} --run-id "
+        f"{run.run_id} --conf '{json.dumps(run.conf)}'`"
+    )
+
+
+def _error(message: str) -> None:
+    print(f"airflow-trident: {message}", file=sys.stderr)
+
+
+def _bind_new_txids(
+    store: CoordinatorStore, runs: list[BackfillRun]
+) -> tuple[list[BackfillRun], str | None]:
+    """Bind each new run to its txid, in txid order; the runs to create, and why the rest not.
+
+    A begin that allocates a txid meanwhile makes the next binding fail: the runs up to there
+    are still created (their txids are bound and must not stay without a run)."""
+    for index, run in enumerate(runs):
+        if not run.new:
+            continue
+        try:
+            store.bind_new_run(run.run_id, run.txid)
+        except (ConfigurationError, MetadataError) as exc:
+            rest = runs[index:]
+            return runs[:index], (
+                f"{exc}. Runs for txids {rest[0].txid}..{rest[-1].txid} were not created: run "
+                f"the command again for them"
+            )
+    return runs, None
 
 
 def rebuild(args: argparse.Namespace) -> int:
@@ -158,7 +337,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return rebuild(args)
         return backfill(args.dag_id, args.from_txid, args.to_txid, dry_run=args.dry_run)
     except (ValueError, LookupError, TridentError) as exc:
-        print(f"airflow-trident: {exc}", file=sys.stderr)
+        _error(str(exc))
         return 2
 
 
