@@ -302,7 +302,9 @@ class PrivatePostgres(_PrivateServer):
     """A PostgreSQL 15 cluster on a free loopback port, data under ``<workdir>/postgres``.
 
     The first start runs ``initdb`` (as the ``postgres`` OS user when run by root) and creates
-    the role and database ``trident``; later starts reuse the data directory. TCP on 127.0.0.1
+    the role and database ``trident``; later starts reuse the data directory. Run by root, every
+    parent of ``workdir`` is made traversable (``o+x``) for that user at each start (a pytest
+    session resets its base temp directory to 0700 when it begins). TCP on 127.0.0.1
     only (no Unix socket), password authentication, ``fsync=off`` (a killed *process* loses
     nothing; only an OS crash would).
 
