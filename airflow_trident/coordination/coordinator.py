@@ -225,7 +225,10 @@ class TransactionalCoordinator:
         """Tell the spouts batch ``txid`` committed; delete old metadata. Returns nodes removed."""
         for coordinator in self._coordinators.values():
             coordinator.success(txid)
-        removed = self.store.cleanup_before(txid - self.keep_txids + 1)
+        # run bindings are kept longer: a cleared old run must replay its own txid
+        removed = self.store.cleanup_before(
+            txid - self.keep_txids + 1, runs_before=txid - self.keep_runs + 1
+        )
         for spout in self.spouts.values():
             state = getattr(spout, "state", None)
             cleanup = getattr(state, "cleanup_before", None)

@@ -139,7 +139,7 @@ class MemoryCoordinatorStore:
                 raise CommitOrderError(msg)
             self._committed = txid
 
-    def cleanup_before(self, txid: int) -> int:
+    def cleanup_before(self, txid: int, *, runs_before: int | None = None) -> int:
         with self._lock:
             removed = 0
             for t in [t for t in self._attempts if t < txid]:

@@ -93,8 +93,9 @@ class CoordinatorStoreProtocol(Protocol):
         (partition metadata of opaque spouts) in the same transaction."""
         ...
 
-    def cleanup_before(self, txid: int) -> int:
-        """Delete attempts and metadata below ``txid``; the number of entries removed."""
+    def cleanup_before(self, txid: int, *, runs_before: int | None = None) -> int:
+        """Delete attempts and metadata below ``txid`` (run bindings below ``runs_before``,
+        default ``txid``); the number of entries removed."""
         ...
 
     def mark_commit_started(self, txid: int) -> bool:

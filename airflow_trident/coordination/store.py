@@ -413,8 +413,9 @@ class CoordinatorStore:
 
         self.client.retry(inner)
 
-    def cleanup_before(self, txid: int) -> int:
-        """Delete attempts, metadata and run bindings of txids below ``txid``; return the count.
+    def cleanup_before(self, txid: int, *, runs_before: int | None = None) -> int:
+        """Delete attempts and metadata of txids below ``txid``, and run bindings of txids below
+        ``runs_before`` (default ``txid``); return the count.
 
         The newest metadata of each spout below ``txid`` is kept, because the next batch of an
         opaque spout derives from it.
@@ -427,10 +428,11 @@ class CoordinatorStore:
             below = sorted(t for t in self._txid_children(self.paths.meta_root(spout)) if t < txid)
             for earlier in below[:-1]:
                 removed += self._delete(self.paths.meta(spout, earlier))
+        runs_below = txid if runs_before is None else runs_before
         for run in self._children(self.paths.runs):
             path = f"{self.paths.runs}/{run}"
             value = self.read_json(path)
-            if value is not None and int(value["txid"]) < txid:
+            if value is not None and int(value["txid"]) < runs_below:
                 removed += self._delete(path)
         for earlier in self._txid_children(self.paths.commits_started):
             if earlier < txid:

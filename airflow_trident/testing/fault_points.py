@@ -286,8 +286,11 @@ class FaultyStore:
     ) -> None:
         self._do("commit", lambda: self.inner.commit(txid, token=token, writes=writes))
 
-    def cleanup_before(self, txid: int) -> int:
-        result: int = self._do("cleanup_before", lambda: self.inner.cleanup_before(txid))
+    def cleanup_before(self, txid: int, *, runs_before: int | None = None) -> int:
+        result: int = self._do(
+            "cleanup_before",
+            lambda: self.inner.cleanup_before(txid, runs_before=runs_before),
+        )
         return result
 
     def partition_state(self, spout: str) -> PartitionState:

@@ -50,6 +50,10 @@ class FailOnceOnPartition1:
             raise StateStoreUnavailableError(msg)
         return self.inner.make_state(partition_index, num_partitions)
 
+    def located_at(self, url: str) -> FailOnceOnPartition1:
+        """Still this wrapper, over the inner factory in the run's database."""
+        return FailOnceOnPartition1(self.inner.located_at(url))
+
     def __getattr__(self, name: str) -> Any:
         if name == "inner":
             raise AttributeError(name)
