@@ -1,8 +1,19 @@
-"""The readiness sensor: waits until every spout's coordinator says the next batch may start."""
+"""The readiness sensor: waits until every spout's coordinator says the next batch may start.
+
+It also tells why a run will not go on after it: begins run in logical-date order and commits in
+txid order (both ``depends_on_past``), so when an earlier run's begin, process or commit failed,
+this run waits with no word from Airflow beyond "No tasks to run". The sensor walks back over
+the earlier runs (by logical date) and, finding one with a failed task, logs a warning naming
+that run, its task and the exact fix, and pushes the same as XCom ``blocked_by`` (the task's
+XCom tab in the UI). A task cannot set a DAG run note in Airflow 3.3 (the Task Execution API has
+no route for it), so the XCom is the UI's record.
+"""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from airflow.sdk import BaseSensorOperator
@@ -10,7 +21,52 @@ from airflow.sdk import BaseSensorOperator
 from airflow_trident.hooks.trident import TridentHook
 from airflow_trident.triggers.zookeeper import BatchReadyTrigger
 
-__all__ = ["BatchReadySensor"]
+__all__ = ["BatchReadySensor", "blocking_fix"]
+
+BLOCKING_STATES = ("failed", "upstream_failed")
+LOOKBACK_RUNS = 8
+"""How many earlier runs the sensor inspects (a blocked chain is at most ``max_active_runs``
+long: later runs do not start)."""
+
+
+def blocking_fix(
+    dag_id: str, run_id: str, task_id: str, logical_date: str, txid: int | None
+) -> str:
+    """What to do about run ``run_id`` whose task ``task_id`` failed and blocks later runs.
+
+    ``txid`` is the txid bound to that run (``None``: its begin bound none).
+
+    >>> print(blocking_fix("wc", "scheduled__1", "batch.commit", "2026-01-01T00:00:00+00:00", 4))
+    clear its failed tasks so they retry (a retry keeps txid 4): `airflow dags clear wc --run-id \
+scheduled__1 --only-failed --yes`, or `airflow tasks clear wc -t '^batch\\.commit$' --downstream \
+-s 2026-01-01T00:00:00+00:00 -e 2026-01-01T00:00:00+00:00 --yes`, or in the UI: Grid > run \
+scheduled__1 > batch.commit > Clear (with Downstream). Do not mark it success: no later txid can \
+commit before txid 4; if it keeps failing, replay txid 4 in a new run: `airflow dags trigger wc \
+--conf '{"txid": 4}'`
+    """
+    pattern = "^" + task_id.replace(".", "\\.") + "$"
+    retry = f" (a retry keeps txid {txid})" if txid is not None else ""
+    fix = (
+        f"clear its failed tasks so they retry{retry}: `airflow dags clear {dag_id} --run-id "
+        f"{run_id} --only-failed --yes`, or `airflow tasks clear {dag_id} -t '{pattern}' "
+        f"--downstream -s {logical_date} -e {logical_date} --yes`, or in the UI: Grid > run "
+        f"{run_id} > {task_id} > Clear (with Downstream). "
+    )
+    if txid is None:
+        return fix + (
+            f"To skip that batch instead, mark {task_id} of {run_id} success: no txid was bound "
+            f"to it, so nothing waits for it"
+        )
+    replay = f"`airflow dags trigger {dag_id} --conf '{json.dumps({'txid': txid})}'`"
+    if task_id.rpartition(".")[2] == "begin":
+        return fix + (
+            f"Marking {task_id} success instead only lets later begins start: txid {txid} must "
+            f"still commit before any later txid (replay it in a new run: {replay})"
+        )
+    return fix + (
+        f"Do not mark it success: no later txid can commit before txid {txid}; if it keeps "
+        f"failing, replay txid {txid} in a new run: {replay}"
+    )
 
 
 class BatchReadySensor(BaseSensorOperator):
@@ -46,6 +102,7 @@ class BatchReadySensor(BaseSensorOperator):
             return ready
 
     def execute(self, context: Any) -> Any:
+        self.report_blocking_run(context)
         if not self.deferrable or self._ready():
             return super().execute(context)
         self.defer(
@@ -65,3 +122,97 @@ class BatchReadySensor(BaseSensorOperator):
     def execute_complete(self, context: Any, event: dict[str, Any] | None = None) -> None:
         """Resume after the trigger saw the spouts ready."""
         self.log.info("spouts ready: %s", event)
+
+    # -- why a later task of this run would wait --------------------------------------------------
+
+    def _sibling(self, name: str) -> str:
+        """The task id of this batch's ``name`` task (same task group as this sensor)."""
+        group = self.task_id.rpartition(".")[0]
+        return f"{group}.{name}" if group else name
+
+    def report_blocking_run(self, context: Any) -> dict[str, Any] | None:
+        """Warn (log and XCom ``blocked_by``) when an earlier run's failed task blocks this run.
+
+        Returns what was reported, ``None`` when nothing blocks. Never fails the sensor: the
+        check is advice, and a failure to make it is only logged.
+        """
+        try:
+            found = self._find_blocking_run(context)
+            if found is None:
+                return None
+            run_id, task_id, state, logical_date = found
+            txid = self._txid_of(run_id)
+        except Exception as exc:  # advice only: readiness must never depend on it
+            self.log.warning("could not check the earlier runs for a failed batch: %s", exc)
+            return None
+        dag_id = context["ti"].dag_id
+        blocked = {
+            "run_id": run_id,
+            "task_id": task_id,
+            "state": state,
+            "logical_date": logical_date,
+            "txid": txid,
+            "fix": blocking_fix(dag_id, run_id, task_id, logical_date, txid),
+        }
+        waits = (
+            "its begin waits (begins run in logical-date order)"
+            if task_id == self._sibling("begin")
+            else "its commit waits (commits run in txid order)"
+        )
+        self.log.warning(
+            "run %s is blocked: the earlier run %s (logical date %s%s) has %s %s, so %s. Fix: %s",
+            context["dag_run"].run_id,
+            run_id,
+            logical_date,
+            "" if txid is None else f", txid {txid}",
+            task_id,
+            state,
+            waits,
+            blocked["fix"],
+        )
+        context["ti"].xcom_push(key="blocked_by", value=blocked)
+        return blocked
+
+    def _find_blocking_run(self, context: Any) -> tuple[str, str, str, str] | None:
+        """The nearest earlier run (by logical date) with a failed begin, process or commit."""
+        ti = context["ti"]
+        tasks = [self._sibling(name) for name in ("begin", "process", "commit")]
+        date = context["dag_run"].logical_date
+        for _ in range(LOOKBACK_RUNS):
+            if date is None:  # manual runs have no order by date: nothing waits on them
+                return None
+            previous = _previous_run(ti.dag_id, date)
+            if previous is None:
+                return None
+            states = ti.get_task_states(
+                dag_id=ti.dag_id, task_ids=tasks, run_ids=[previous.run_id]
+            ).get(previous.run_id, {})
+            for task in tasks:
+                if states.get(task) in BLOCKING_STATES:
+                    return previous.run_id, task, str(states[task]), _iso(previous.logical_date)
+            if states.get(tasks[-1]) == "success":  # committed: every earlier txid committed
+                return None
+            date = previous.logical_date
+        return None
+
+    def _txid_of(self, run_id: str) -> int | None:
+        hook = TridentHook(zookeeper_conn_id=self.zookeeper_conn_id)
+        with hook.batch_steps(self.topology, staging_root=self.staging_root) as steps:
+            txid: int | None = steps.store.txid_for_run(run_id)
+            return txid
+
+
+def _previous_run(dag_id: str, logical_date: datetime) -> Any:
+    """The run of ``dag_id`` just before ``logical_date``, through the Task Execution API
+    (what ``RuntimeTaskInstance.get_previous_dagrun`` asks, from any date)."""
+    from airflow.sdk.execution_time import task_runner
+    from airflow.sdk.execution_time.comms import GetPreviousDagRun
+
+    response = task_runner.SUPERVISOR_COMMS.send(
+        GetPreviousDagRun(dag_id=dag_id, logical_date=logical_date)
+    )
+    return getattr(response, "dag_run", None)
+
+
+def _iso(moment: datetime | None) -> str:
+    return "" if moment is None else moment.isoformat()
