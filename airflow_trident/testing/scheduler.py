@@ -187,6 +187,11 @@ class AirflowCluster:
         answer = self.api("POST", f"/api/v2/dags/{dag_id}/clearTaskInstances", body)
         return sorted(ti["task_id"] for ti in answer.get("task_instances", []))
 
+    def set_run_state(self, dag_id: str, run_id: str, state: str) -> None:
+        """Mark run ``run_id`` ``"failed"``, ``"success"`` or ``"queued"``, as the UI's "Mark
+        run as..." does (marking it failed stops its running and deferred tasks)."""
+        self.api("PATCH", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}", {"state": state})
+
     def airflow(self, *args: str, timeout_s: float = 120.0) -> subprocess.CompletedProcess[str]:
         """Run an ``airflow`` CLI command against this cluster."""
         extra = {k: v for k, v in self.env.items() if k not in self.home.overrides}
@@ -219,6 +224,42 @@ class AirflowCluster:
             (dag_id,),
         )
         return [TaskInstanceInfo(*row) for row in rows]
+
+    def return_values(self, dag_id: str, task_id: str) -> dict[str, Any]:
+        """The return value (XCom) each run's task ``task_id`` left, by run id (runs whose task
+        has not returned yet, or was cleared since, are missing)."""
+        rows = self.query(
+            "SELECT run_id, value FROM xcom WHERE dag_id = %s AND task_id = %s "
+            "AND key = 'return_value' AND map_index = -1",
+            (dag_id, task_id),
+        )
+        return {run_id: json.loads(v) if isinstance(v, str) else v for run_id, v in rows}
+
+    def task_processes(self, dag_id: str, task_id: str) -> list[tuple[str, int, int]]:
+        """``(run_id, try_number, pid)`` of each running instance of ``task_id``: the process
+        that runs the task's code (the Task SDK titles it ``airflow worker -- <task instance
+        id>``; its supervisor's title adds ``LocalExecutor:``), found with ``ps``."""
+        running = {
+            str(ti_id): (run_id, try_number)
+            for ti_id, run_id, try_number in self.query(
+                "SELECT id, run_id, try_number FROM task_instance "
+                "WHERE dag_id = %s AND task_id = %s AND state = 'running'",
+                (dag_id, task_id),
+            )
+        }
+        if not running:
+            return []
+        listing = subprocess.run(
+            ["ps", "-eo", "pid=,args="], capture_output=True, text=True, check=False
+        ).stdout
+        found = []
+        for line in listing.splitlines():
+            pid, _, args = line.strip().partition(" ")
+            title = args.strip().split()
+            if len(title) == 4 and title[:3] == ["airflow", "worker", "--"] and title[3] in running:
+                run_id, try_number = running[title[3]]
+                found.append((run_id, try_number, int(pid)))
+        return found
 
     def wait_for_runs(
         self, dag_id: str, run_ids: Sequence[str], *, timeout_s: float, poll_s: float = 1.0

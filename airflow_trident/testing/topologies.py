@@ -5,20 +5,42 @@ each run its own name, state and fault (they are shipped by reference to spark-s
 * the state database is the run's (the DAG's ``state_conn_id``), else ``TRIDENT_STATE_URL``;
 * ``TRIDENT_FAIL_ONCE_MARKER``: a path; when set, the first processing attempt that finds no
   file there fails (after creating it), so its retry succeeds.
+
+:func:`scheduler_word_count` (the real-scheduler fault run's) also reads
+:data:`SCHEDULER_DATA_ENV` (its generated data) and :data:`POISON_ENV` (txids whose emit fails).
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import os
+import random
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
 
+from airflow_trident.coordination.attempt import TransactionAttempt
 from airflow_trident.examples.topologies import SEED_SENTENCES
-from airflow_trident.operation import Count, MapGet, Split
+from airflow_trident.operation import Count, MapGet, Split, Sum
+from airflow_trident.spout.base import Collector
 from airflow_trident.spout.memory import MemoryTransactionalSpout
 from airflow_trident.state.sql import sql_state
+from airflow_trident.testing.fault_topology import SourceData
 from airflow_trident.testing.faults import FailOnce
 from airflow_trident.topology import TridentTopology
 
-__all__ = ["BENCH_TABLE", "E2E_DATA", "bench_counts", "e2e_word_count"]
+__all__ = [
+    "BENCH_TABLE",
+    "E2E_DATA",
+    "POISON_ENV",
+    "SCHEDULER_DATA_ENV",
+    "PoisonableSpout",
+    "SchedulerData",
+    "bench_counts",
+    "e2e_word_count",
+    "scheduler_word_count",
+]
 
 E2E_DATA = {
     "p0": [(s,) for s in SEED_SENTENCES * 4],
@@ -65,5 +87,121 @@ def bench_counts() -> TridentTopology:
         Count(),
         ["count"],
         name="counts",
+    )
+    return topology
+
+
+# -- the real-scheduler fault run (airflow_trident.testing.scheduler_faults) ---------------------
+
+SCHEDULER_DATA_ENV = "TRIDENT_SCHEDULER_DATA"
+"""JSON of :class:`SchedulerData` (the fault run's source data, generated from a seed)."""
+
+POISON_ENV = "TRIDENT_POISON_FILE"
+"""A path; while the file holds txid ``N`` (one per line), every emit of txid ``N`` fails."""
+
+
+@dataclass(frozen=True)
+class SchedulerData:
+    """The source data of :func:`scheduler_word_count`: lines ``(text, amount)`` per partition,
+    generated from ``seed`` (:meth:`SourceData.generate
+    <airflow_trident.testing.fault_topology.SourceData.generate>`), ``take`` lines per batch and
+    partition, enough for ``batches`` batches.
+
+    >>> spec = SchedulerData(seed=3, batches=4, partitions=2, take=2, vocabulary=50)
+    >>> SchedulerData.from_json(spec.to_json()) == spec
+    True
+    >>> ends = spec.ends(3)
+    >>> ends, len(spec.source().partitions["p00"])
+    ({'p00': 6, 'p01': 6}, 8)
+    """
+
+    seed: int
+    batches: int
+    partitions: int = 3
+    take: int = 8
+    vocabulary: int = 4000
+
+    def to_json(self) -> str:
+        """The environment form (:data:`SCHEDULER_DATA_ENV`)."""
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> SchedulerData:
+        """Parse :meth:`to_json`'s form."""
+        return cls(**json.loads(text))
+
+    def source(self) -> SourceData:
+        """The lines (deterministic: every process that loads the topology gets the same)."""
+        return _scheduler_source(self)
+
+    def ends(self, txids: int) -> dict[str, int]:
+        """Lines of each partition that txids ``1..txids`` read."""
+        rows = self.batches * self.take
+        return {p: min(rows, txids * self.take) for p in self.source().partitions}
+
+
+@functools.lru_cache(maxsize=4)
+def _scheduler_source(spec: SchedulerData) -> SourceData:
+    return SourceData.generate(
+        random.Random(spec.seed),
+        partitions=spec.partitions,
+        rows_per_partition=spec.batches * spec.take,
+        vocabulary=spec.vocabulary,
+        words_per_line=(3, 14),
+    )
+
+
+class PoisonableSpout(MemoryTransactionalSpout):
+    """A :class:`MemoryTransactionalSpout` whose emit of a txid fails while the file named by
+    :data:`POISON_ENV` lists that txid: the process step of that one run fails on every try."""
+
+    def emit_partition_batch(
+        self, attempt: TransactionAttempt, collector: Collector, partition: str, partition_meta: Any
+    ) -> None:
+        path = os.environ.get(POISON_ENV, "")
+        if path and os.path.exists(path):
+            poisoned = {int(line) for line in Path(path).read_text().split() if line.isdigit()}
+            if attempt.txid in poisoned:
+                msg = (
+                    f"injected failure: txid {attempt.txid} is poisoned by {path} (partition "
+                    f"{partition}); remove the txid from that file and retry"
+                )
+                raise RuntimeError(msg)
+        super().emit_partition_batch(attempt, collector, partition, partition_meta)
+
+
+def scheduler_word_count() -> TridentTopology:
+    """Lines -> words -> per word: a transactional count (``<name>_counts``) and an opaque sum
+    of the lines' amounts (``<name>_sums``), in the run's state database (``sql_state(None,
+    ...)``); data from :data:`SCHEDULER_DATA_ENV`, name from ``TRIDENT_TEST_TOPOLOGY``."""
+    name = os.environ.get("TRIDENT_TEST_TOPOLOGY", "scheduler_word_count")
+    spec = SchedulerData.from_json(
+        os.environ.get(SCHEDULER_DATA_ENV) or '{"seed": 0, "batches": 10}'
+    )
+    data = spec.source()
+    topology = TridentTopology(name)
+    words = (
+        topology.new_stream(
+            "lines", PoisonableSpout(data.partitions, ["line", "amount"], spec.take)
+        )
+        .each(["line"], Split(), ["word"])
+        .project(["word", "amount"])
+        .parallelism_hint(3)
+        .group_by(["word"])
+    )
+    words.persistent_aggregate(
+        sql_state(
+            None, f"{name}_counts", "transactional", key_fields=("word",), value_type="bigint"
+        ),
+        Count(),
+        ["count"],
+        name="counts",
+    )
+    words.persistent_aggregate(
+        sql_state(None, f"{name}_sums", "opaque", key_fields=("word",), value_type="bigint"),
+        ["amount"],
+        Sum(),
+        ["total"],
+        name="sums",
     )
     return topology
