@@ -15,5 +15,6 @@
 set -euo pipefail
 # shellcheck source=scripts/env.sh
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
-exec flock /tmp/heavy.lock .venv/bin/python -m airflow_trident.testing.scheduler_faults \
+# -o: the lock is not inherited by the servers it starts (a leaked daemon would hold it for ever)
+exec flock -o /tmp/heavy.lock .venv/bin/python -m airflow_trident.testing.scheduler_faults \
     --batches 50 "$@"
