@@ -19,7 +19,7 @@ from typing import Any
 from airflow.sdk import BaseOperator
 
 from airflow_trident.hooks.trident import TridentHook
-from airflow_trident.operators.steps import processed_summary, txid_of
+from airflow_trident.operators.steps import committed_summary, processed_summary, txid_of
 
 __all__ = ["ConnectProcessBatchOperator"]
 
@@ -68,6 +68,13 @@ class ConnectProcessBatchOperator(BaseOperator):
         from airflow_trident.runtime.spark_job import process_on_spark
 
         txid = txid_of(context, self.begin_task_id)
+        hook = TridentHook(
+            zookeeper_conn_id=self.zookeeper_conn_id, state_conn_id=self.state_conn_id
+        )
+        skipped = committed_summary(hook, self.topology, self.staging_root, txid)
+        if skipped is not None:
+            self.log.info("txid %d is already committed: nothing to process", txid)
+            return dict(skipped)
         url = SparkConnectHook(conn_id=self.spark_connect_conn_id).get_connection_url()
         self.log.info(
             "processing txid %d of %s on Spark Connect (connection %s)",

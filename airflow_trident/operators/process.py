@@ -11,7 +11,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 
 from airflow_trident.coordination.attempt import TransactionAttempt
 from airflow_trident.hooks.trident import TridentHook
-from airflow_trident.operators.steps import processed_summary, txid_of
+from airflow_trident.operators.steps import committed_summary, processed_summary, txid_of
 from airflow_trident.operators.submit import (
     SPARK_JOB,
     exported,
@@ -73,6 +73,10 @@ class ProcessBatchOperator(SparkSubmitOperator):
         hook = TridentHook(
             zookeeper_conn_id=self.zookeeper_conn_id, state_conn_id=self.state_conn_id
         )
+        skipped = committed_summary(hook, self.topology, self.staging_root, txid)
+        if skipped is not None:
+            self.log.info("txid %d is already committed: nothing to process", txid)
+            return dict(skipped)
         config = hook.zookeeper_config()
         self.application_args = job_arguments(
             self.topology, txid, self.staging_root, config, emit_wait_s=self.emit_wait_s

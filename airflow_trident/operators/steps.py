@@ -9,7 +9,17 @@ from typing import Any
 
 from airflow_trident.errors import ConfigurationError
 
-__all__ = ["processed_summary", "txid_of"]
+__all__ = ["committed_summary", "processed_summary", "txid_of"]
+
+
+def committed_summary(hook: Any, topology: str, staging_root: str, txid: int) -> Any:
+    """The process task's XCom when ``txid`` is already committed (a cleared or backfilled run
+    of a committed txid: nothing to process, and its metadata may have been rotated away), else
+    ``None``."""
+    with hook.batch_steps(topology, staging_root=staging_root) as steps:
+        if steps.store.committed_txid() < txid:
+            return None
+    return {"txid": txid, "skipped": "already committed: nothing to process, state unchanged"}
 
 
 def txid_of(context: Any, begin_task_id: str) -> int:

@@ -313,9 +313,12 @@ class BatchSteps:
         re-processed (the applier's ``reprocess``, a new attempt) before it commits: no manual
         clearing.
         """
-        plan = self.plan(txid)
         if self.store.committed_txid() >= txid:
+            # before plan(): an old txid's attempt may have been rotated away (a cleared or
+            # backfilled run of a committed txid must still succeed, changing nothing)
+            self._record_if_missing(txid)
             return {"txid": txid, "applied": False, "reason": "already committed"}
+        plan = self.plan(txid)
         manifest = self.staging.verified_manifest(plan.attempt, plan.metas)
         return self._commit(plan, manifest, applier or self, reprocess_stale, self.commit)
 
@@ -346,11 +349,38 @@ class BatchSteps:
             return again(txid, applier=applier, reprocess_stale=False)
         if outcome.applied:
             run_commit_phase(self.processor, txid, new_values)
+        summary, archive = self._summary(plan, manifest, applied=outcome.applied)
+        if outcome.applied and self.ledger is not None:
+            self.ledger.record(summary, archive)
+        log.info("txid %d committed: %s", txid, summary)
+        return summary
+
+    def _record_if_missing(self, txid: int) -> None:
+        """A commit that died between ZooKeeper's compare-and-set and its ledger row: write the
+        row from the staged batch, when it is still there (else the ledger keeps the hole)."""
+        if self.ledger is None or self.ledger.batch_meta(self.topology.name, txid) is not None:
+            return
+        try:
+            plan = self.plan(txid)
+            manifest = self.staging.read_manifest(plan.attempt)
+        except (BatchIncompleteError, ConfigurationError) as exc:
+            log.warning("txid %d is committed but has no ledger row, and cannot get one: %s",
+                        txid, exc)  # fmt: skip
+            return
+        summary, archive = self._summary(plan, manifest, applied=True)
+        self.ledger.record(summary, archive)
+        log.warning("txid %d was committed without its ledger row: recorded now", txid)
+
+    def _summary(
+        self, plan: BatchPlan, manifest: Mapping[str, Any], *, applied: bool
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The commit summary (XCom, logs, ledger) and the batch archive of ``plan``."""
+        txid = plan.txid
         summary = {
             "topology": self.topology.name,
             "txid": txid,
             "attempt_id": plan.attempt.attempt_id,
-            "applied": outcome.applied,
+            "applied": applied,
             "records_in": sum(sum(p.values()) for p in manifest["emitted"].values()),
             "emitted": manifest["emitted"],
             "keys_written": {
@@ -365,10 +395,7 @@ class BatchSteps:
             for name, entry in archive["spouts"].items()
             if "partitions" in entry
         }
-        if outcome.applied and self.ledger is not None:
-            self.ledger.record(summary, archive)
-        log.info("txid %d committed: %s", txid, summary)
-        return summary
+        return summary, archive
 
     def archived_batch(self, plan: BatchPlan) -> dict[str, Any]:
         """What replays batch ``plan.txid`` later (kept in the ledger): each spout's metadata
