@@ -22,7 +22,9 @@ Examples
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
+from types import FunctionType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from airflow_trident.errors import NotExactlyOnceError, TopologyError
@@ -32,6 +34,7 @@ from airflow_trident.graph import (
     JoinNode,
     MergeNode,
     Node,
+    PersistNode,
     SpoutNode,
     exactly_once_fix,
     not_exactly_once,
@@ -48,10 +51,41 @@ __all__ = ["TridentTopology"]
 
 N = TypeVar("N", bound=Node)
 
+# room for a "_<n>" suffix within the 63 characters of a name
+_LABEL = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,55}$")
+
 
 def as_fields(fields: str | Sequence[str]) -> Fields:
     """Normalise a field list (a single name is one field)."""
     return (fields,) if isinstance(fields, str) else tuple(fields)
+
+
+def step_label(node: Node, kind: str) -> str:
+    """The name users recognise for an unnamed step: its operation's class (or function) name,
+    the state a persist step writes, else the step's kind.
+
+    >>> from airflow_trident.graph import EachNode
+    >>> from airflow_trident.operation import Split
+    >>> step_label(EachNode("_", (), (), function=Split()), "each")
+    'Split'
+    >>> step_label(EachNode("_", (), (), function=None), "each")
+    'each'
+    """
+    if isinstance(node, PersistNode):
+        return node.state
+    parts = getattr(node, "parts", ())
+    op = next(
+        (
+            getattr(node, attr)
+            for attr in ("function", "filter", "consumer", "partitioner", "updater")
+            if getattr(node, attr, None) is not None and not isinstance(getattr(node, attr), str)
+        ),
+        parts[0].aggregator if parts else None,
+    )
+    if op is None:
+        return kind
+    label = op.__name__ if isinstance(op, FunctionType) else type(op).__name__
+    return label if _LABEL.match(label) else kind  # a lambda or a private helper class
 
 
 class TridentTopology:
@@ -64,19 +98,18 @@ class TridentTopology:
         self.states: dict[str, str] = {}  # state name -> node id of its persist step
         self.spouts: dict[str, str] = {}  # spout name -> node id
         self.drpc_functions: dict[str, str] = {}
-        self._seq = 1
 
     # -- graph building (used by Stream) --------------------------------------------------------
 
     def add_node(self, make: Callable[[str], N], *, kind: str, name: str | None = None) -> N:
-        """Add the node ``make(step_id)``; ``name`` is the step id (default ``<kind>-<n>``).
+        """Add the node ``make(step_id)``; ``name`` is the step id (default: :func:`step_label`).
 
         Raises
         ------
         TopologyError
             If the step name is taken, or a parent is unknown.
         """
-        step = validate_name(name, kind="step") if name is not None else f"{kind}_{self._seq}"
+        step = validate_name(name, kind="step") if name is not None else self._step_id(make, kind)
         if step in self.nodes:
             msg = f"step {step!r} already exists in topology {self.name!r}; give it another name"
             raise TopologyError(msg)
@@ -94,10 +127,18 @@ class TridentTopology:
             raise TopologyError(msg)
         self.nodes[step] = node
         self.children[step] = []
-        self._seq += 1
         for parent in node.parents:
             self.children[parent].append(step)
         return node
+
+    def _step_id(self, make: Callable[[str], Node], kind: str) -> str:
+        """The default step id: the operation's name (see :func:`step_label`), numbered from
+        ``_2`` only when repeated."""
+        label = step_label(make("_"), kind)
+        step, n = label, 2
+        while step in self.nodes:
+            step, n = f"{label}_{n}", n + 1
+        return step
 
     def replace_node(self, node: Node) -> None:
         """Replace a node that has no children yet (used by ``name``/``parallelism_hint``)."""

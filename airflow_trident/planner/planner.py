@@ -12,7 +12,7 @@ then a repartition (by the group fields, or to one partition), then the final co
 ...       .each(["sentence"], Split(), ["word"]).group_by(["word"])
 ...       .persistent_aggregate(memory_state("c"), Count(), ["count"], name="counts"))
 >>> print(build_plan(t).describe())
-stage_1 [process, x1] sentences: each_2 -> counts.partial
+stage_1 [process, x1] sentences: Split -> counts.partial
 stage_2 [process, x1] stage_1 partition_by: counts
 """
 

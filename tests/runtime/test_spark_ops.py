@@ -431,7 +431,7 @@ def test_output_types_pin_what_the_sample_cannot_show(spark: Any) -> None:
     t, s = stream()
     s.each(["score"], Late(), ["tens"])
     _, remote = run_both(spark, t, sources, sample_rows=1)
-    with pytest.raises(BatchFailedError, match=r"'each_2'.*txid 1.*output_types"):
+    with pytest.raises(BatchFailedError, match=r"'Late'.*txid 1.*output_types"):
         remote.output_rows(remote.stages[-1])
     t, s = stream()
     s.each(["score"], PinnedLate(), ["tens"])
