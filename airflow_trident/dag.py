@@ -26,6 +26,7 @@ or a batch inside a larger DAG::
 
 from __future__ import annotations
 
+import inspect
 import os
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -42,6 +43,7 @@ from airflow_trident.operators.batch import (
 )
 from airflow_trident.operators.connect import ConnectProcessBatchOperator
 from airflow_trident.operators.process import ProcessBatchOperator
+from airflow_trident.operators.steps import default_deferrable
 from airflow_trident.runtime.reference import load_topology
 from airflow_trident.sensors.ready import BatchReadySensor
 
@@ -90,7 +92,8 @@ def trident_batch(
     state_conn_id: str | None = None,
     staging_root: str | None = None,
     commit_mode: str = "worker",
-    deferrable: bool = True,
+    deferrable: bool | None = None,
+    ready_deferrable: bool | None = None,
     spark_conf: dict[str, Any] | None = None,
     py_files: str | None = None,
     keep_txids: int = 16,
@@ -107,6 +110,8 @@ def trident_batch(
     ``process_mode``: ``"submit"`` runs each batch's processing as a ``spark-submit`` job,
     ``"connect"`` on a running Spark Connect server (``spark_connect_conn_id``), which saves a
     JVM start per batch (see :class:`ConnectProcessBatchOperator`).
+    ``deferrable`` (the commit's wait for txid-1) and ``ready_deferrable`` (the readiness
+    sensor's wait) default to Airflow's ``[operators] default_deferrable``.
 
     Raises
     ------
@@ -139,6 +144,7 @@ def trident_batch(
     with TaskGroup(group_id=group_id, tooltip=f"one batch of topology {name}") as group:
         ready = BatchReadySensor(
             task_id="wait_ready", poke_interval=5, mode="reschedule", doc_md=_DOCS["wait_ready"],
+            deferrable=default_deferrable() if ready_deferrable is None else ready_deferrable,
             **common,
         )  # fmt: skip
         begin = BeginBatchOperator(
@@ -160,7 +166,8 @@ def trident_batch(
             )  # fmt: skip
         commit = CommitBatchOperator(
             task_id="commit", state_conn_id=state_conn_id, begin_task_id=begin_id,
-            deferrable=deferrable, keep_txids=keep_txids, doc_md=_DOCS["commit"],
+            deferrable=default_deferrable() if deferrable is None else deferrable,
+            keep_txids=keep_txids, doc_md=_DOCS["commit"],
             commit_mode=commit_mode, spark_conn_id=spark_conn_id, spark_conf=spark_conf,
             py_files=py_files, spark_commit_min_rows=spark_commit_min_rows, **common,
         )  # fmt: skip
@@ -179,35 +186,103 @@ def trident_dag(
     schedule: Any = None,
     start_date: datetime | None = None,
     max_active_batches: int = 1,
-    retries: int = 2,
-    retry_delay: timedelta = timedelta(seconds=30),
+    retries: int | None = None,
+    retry_delay: timedelta | None = None,
     tags: list[str] | None = None,
-    **batch: Any,
+    catchup: bool = False,
+    default_args: dict[str, Any] | None = None,
+    doc_md: str | None = None,
+    **kwargs: Any,
 ) -> DAG:
     """A DAG whose every run is one batch (one txid) of ``topology`` (``module:attribute``).
 
     ``max_active_batches`` is Trident's max spout pending: that many runs process at once,
-    while commits stay strictly ordered. Other keyword arguments go to :func:`trident_batch`
+    while commits stay strictly ordered. ``retries`` and ``retry_delay`` (default 2 and 30 s,
+    unless ``default_args`` sets them) go to every task through ``default_args``. ``doc_md``
+    comes before the factory's own description of the DAG.
+
+    Other keyword arguments go to :func:`trident_batch` when it takes them
     (``spark_conn_id``, ``zookeeper_conn_id``, ``state_conn_id``, ``staging_root``,
     ``commit_mode``, ``spark_commit_min_rows``, ``process_mode``, ``spark_connect_conn_id``,
-    ``deferrable``, ``spark_conf``, ``py_files``).
+    ``deferrable``, ``ready_deferrable``, ``spark_conf``, ``py_files``, ``keep_txids``), else to
+    :class:`~airflow.sdk.DAG` (``params``, ``on_failure_callback``, ``on_success_callback``,
+    ``dagrun_timeout``, ``is_paused_upon_creation``, ``end_date``, ``description``, ...).
+
+    Raises
+    ------
+    ConfigurationError
+        For an argument the factory owns (``max_active_runs``: use ``max_active_batches``;
+        ``task_group``), one neither :func:`trident_batch` nor ``DAG`` takes, or
+        ``max_active_batches < 1``.
+
+    Examples
+    --------
+    >>> dag = trident_dag("airflow_trident.examples.topologies:word_count", dag_id="wc_doc",
+    ...                   tags=["etl"], params={"note": "x"}, default_args={"owner": "data"})
+    >>> dag.tags == {"etl"}, dag.params["note"], dag.get_task("batch.commit").owner
+    (True, 'x', 'data')
+    >>> trident_dag("airflow_trident.examples.topologies:word_count", max_active_runs=4)
+    Traceback (most recent call last):
+    ...
+    airflow_trident.errors.ConfigurationError: trident_dag sets max_active_runs itself: ...
     """
     name = load_topology(topology).name
     if max_active_batches < 1:
         msg = f"max_active_batches must be >= 1, got {max_active_batches}"
         raise ConfigurationError(msg)
+    batch, dag_kwargs = _split_arguments(kwargs)
+    task_defaults: dict[str, Any] = {
+        "retries": 2, "retry_delay": timedelta(seconds=30), **(default_args or {}),
+    }  # fmt: skip
+    if retries is not None:
+        task_defaults["retries"] = retries
+    if retry_delay is not None:
+        task_defaults["retry_delay"] = retry_delay
+    about = (
+        f"Trident topology **{name}** (`{topology}`): one run = one batch (txid). "
+        f"Retries and cleared tasks replay the same txid; commits are strictly ordered."
+    )
     with DAG(
         dag_id=dag_id or f"trident_{name}",
         schedule=schedule,
         start_date=start_date or datetime(2026, 1, 1),
-        catchup=False,
+        catchup=catchup,
         max_active_runs=max_active_batches,
-        default_args={"retries": retries, "retry_delay": retry_delay},
+        default_args=task_defaults,
         tags=tags or ["trident"],
-        doc_md=(
-            f"Trident topology **{name}** (`{topology}`): one run = one batch (txid). "
-            f"Retries and cleared tasks replay the same txid; commits are strictly ordered."
-        ),
+        doc_md=f"{doc_md}\n\n{about}" if doc_md else about,
+        **dag_kwargs,
     ) as dag:
         trident_batch(topology, group_id="batch", **batch)
     return dag
+
+
+_OWNED = {
+    "max_active_runs": "use max_active_batches (Trident's max spout pending)",
+    "task_group": "the factory builds the batch's task group",
+    "topology": "give the topology as the first argument",
+    "group_id": "the DAG's batch group is always 'batch' (use trident_batch in your own DAG)",
+}
+
+
+def _split_arguments(kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``kwargs`` of :func:`trident_dag` split into :func:`trident_batch`'s and ``DAG``'s."""
+    batch_params = set(inspect.signature(trident_batch).parameters)
+    dag_params = set(inspect.signature(DAG).parameters)
+    batch: dict[str, Any] = {}
+    dag: dict[str, Any] = {}
+    for key, value in kwargs.items():
+        if key in _OWNED:
+            msg = f"trident_dag sets {key} itself: {_OWNED[key]}"
+            raise ConfigurationError(msg)
+        if key in batch_params:
+            batch[key] = value
+        elif key in dag_params:
+            dag[key] = value
+        else:
+            msg = (
+                f"trident_dag got an unknown argument {key!r}: neither trident_batch nor "
+                f"airflow.sdk.DAG takes it; hint: check its spelling"
+            )
+            raise ConfigurationError(msg)
+    return batch, dag

@@ -32,12 +32,16 @@ class ConnectProcessBatchOperator(BaseOperator):
 
     :param topology: ``package.module:attribute`` of the topology (templated).
     :param staging_root: where results are staged (templated; the server writes there).
+    :param zookeeper_conn_id: the ``trident_zookeeper`` connection (templated).
     :param spark_connect_conn_id: a ``spark_connect`` connection (host ``sc://host``, port,
-        token in the password).
+        token in the password; templated, as the Spark provider's ``PySparkOperator`` does).
+    :param state_conn_id: the state database connection (templated).
     :param emit_wait_s: how long a transactional partitioned spout's emit waits for txid-1's.
     """
 
-    template_fields: Sequence[str] = ("topology", "staging_root")
+    template_fields: Sequence[str] = (
+        "topology", "staging_root", "zookeeper_conn_id", "spark_connect_conn_id", "state_conn_id",
+    )  # fmt: skip
     ui_color = "#fdf8e8"
 
     def __init__(

@@ -1,4 +1,5 @@
-"""Small helpers the batch operators share: the txid of a run and the process task's summary.
+"""Small helpers the batch operators share: the txid of a run, the process task's summary and
+the deferrable default.
 
 The batch lifecycle itself comes from :class:`~airflow_trident.hooks.trident.TridentHook`.
 """
@@ -7,9 +8,27 @@ from __future__ import annotations
 
 from typing import Any
 
+from airflow.sdk.configuration import conf
+
 from airflow_trident.errors import ConfigurationError
 
-__all__ = ["committed_summary", "processed_summary", "txid_of"]
+__all__ = ["committed_summary", "default_deferrable", "processed_summary", "txid_of"]
+
+
+def default_deferrable() -> bool:
+    """Airflow's ``[operators] default_deferrable`` (``False`` when unset), read when called.
+
+    What a ``deferrable=None`` argument of our operators, sensor and factory means — the
+    common providers' convention, read at construction rather than at import, so a DAG file
+    parsed after a configuration change sees the new value.
+
+    >>> import os
+    >>> os.environ["AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE"] = "True"
+    >>> default_deferrable()
+    True
+    >>> del os.environ["AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE"]
+    """
+    return bool(conf.getboolean("operators", "default_deferrable", fallback=False))
 
 
 def committed_summary(hook: Any, topology: str, staging_root: str, txid: int) -> Any:

@@ -19,6 +19,7 @@ from typing import Any
 from airflow.sdk import BaseSensorOperator
 
 from airflow_trident.hooks.trident import TridentHook
+from airflow_trident.operators.steps import default_deferrable
 from airflow_trident.triggers.zookeeper import BatchReadyTrigger
 
 __all__ = ["BatchReadySensor", "blocking_fix"]
@@ -74,10 +75,12 @@ class BatchReadySensor(BaseSensorOperator):
 
     :param topology: ``package.module:attribute`` of the topology (templated).
     :param staging_root: the staging root (templated).
-    :param deferrable: wait in the triggerer instead of a worker slot.
+    :param zookeeper_conn_id: the ``trident_zookeeper`` connection (templated).
+    :param deferrable: wait in the triggerer instead of a worker slot; ``None`` (the default):
+        Airflow's ``[operators] default_deferrable``.
     """
 
-    template_fields: Sequence[str] = ("topology", "staging_root")
+    template_fields: Sequence[str] = ("topology", "staging_root", "zookeeper_conn_id")
     ui_color = "#f0e8fd"
 
     def __init__(
@@ -86,14 +89,14 @@ class BatchReadySensor(BaseSensorOperator):
         topology: str,
         staging_root: str,
         zookeeper_conn_id: str = "trident_zookeeper_default",
-        deferrable: bool = False,
+        deferrable: bool | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.topology = topology
         self.staging_root = staging_root
         self.zookeeper_conn_id = zookeeper_conn_id
-        self.deferrable = deferrable
+        self.deferrable = default_deferrable() if deferrable is None else deferrable
 
     def _ready(self) -> bool:
         hook = TridentHook(zookeeper_conn_id=self.zookeeper_conn_id)

@@ -406,6 +406,9 @@ def running_airflow(
         "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(_free_port()),
         "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(_free_port()),
         "AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK": "False",
+        # The factory's waits follow [operators] default_deferrable (off in Airflow): these runs
+        # exercise the triggerer, as production deployments that turn it on do.
+        "AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE": "True",
         **(settings or {}),
     }
     home = replace(home, overrides=overrides)
