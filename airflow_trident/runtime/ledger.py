@@ -102,6 +102,20 @@ class CommitLedger:
             )
             return [dict(r._mapping) for r in result]
 
+    def recent(self, topology: str, limit: int) -> list[dict[str, Any]]:
+        """The newest ``limit`` commits of ``topology``, in txid order, without the batch
+        archive (``airflow-trident status`` and the UI view read these)."""
+        table = self._table()
+        columns = [c for c in table.c if c.name != "batch_meta"]
+        with self._engine.connect() as conn:
+            result = conn.execute(
+                sa.select(*columns)
+                .where(table.c.topology == topology)
+                .order_by(table.c.txid.desc())
+                .limit(limit)
+            )
+            return [dict(r._mapping) for r in reversed(result.all())]
+
     def batch_meta(self, topology: str, txid: int) -> dict[str, Any] | None:
         """The archived metadata of committed batch ``txid`` (``None`` if not recorded)."""
         table = self._table()

@@ -143,6 +143,12 @@ class MemoryTransactionalSpout:
         for t in self.data[partition][start : start + partition_meta["count"]]:
             collector.emit(t)
 
+    def pending(self, partition: str, partition_meta: Any) -> int | None:
+        """Tuples of ``partition`` after the batch ``partition_meta`` (see
+        :mod:`airflow_trident.spout.lag`)."""
+        last = partition_meta or {"offset": 0, "count": 0}  # None: nothing emitted yet
+        return max(0, len(self.data[partition]) - int(last["offset"]) - int(last["count"]))
+
     def close(self) -> None:
         return None
 
@@ -193,6 +199,12 @@ class MemoryOpaqueSpout:
         for t in rows:
             collector.emit(t)
         return {"next_offset": offset + len(rows)}
+
+    def pending(self, partition: str, partition_meta: Any) -> int | None:
+        """Tuples of ``partition`` after the batch ``partition_meta`` (see
+        :mod:`airflow_trident.spout.lag`)."""
+        offset = (partition_meta or {"next_offset": 0})["next_offset"]  # None: nothing emitted
+        return max(0, len(self.data[partition]) - int(offset))
 
     def close(self) -> None:
         return None

@@ -1,0 +1,482 @@
+"""What a running topology is doing: committed and allocated txids, batches in flight, the last
+commits and the lag of each source partition (``airflow-trident status``, the UI view).
+
+Everything is read, nothing is written. The facts come from where the lifecycle leaves them:
+
+======================  ===================================================================
+fact                    where it is read
+======================  ===================================================================
+committed, allocated    ZooKeeper: ``coordinator/committed_txid``, ``coordinator/current_txid``
+attempt of a txid       ZooKeeper: ``coordinator/attempts/<txid>`` (0 at begin, +1 per process)
+begun at                that node's creation time
+process started at      its last change (when the current attempt started), attempt >= 1
+processed at            the attempt's staged manifest (its modification time), if staging is known
+commit started at       ZooKeeper: ``coordinator/commits_started/<txid>`` (creation time)
+committed at, records   the commit ledger in the state database (``trident_commit_ledger``)
+run of a txid           ZooKeeper: ``coordinator/runs/<run id>``
+lag                     each spout's optional ``pending(partition, meta)``
+                        (:mod:`airflow_trident.spout.lag`) after its newest emitted batch
+======================  ===================================================================
+
+ZooKeeper keeps attempts and commit markers for the last ``keep_txids`` committed txids only:
+older commits show their ledger row without durations.
+
+The phase of a txid not committed yet is the furthest step it reached: ``allocated`` (bound to a
+run, not begun), ``begun``, ``processing`` (an attempt started; a failed one looks the same, its
+``since`` grows), ``processed`` (staged, waiting for its commit turn), ``committing``.
+
+Examples
+--------
+>>> from datetime import datetime, UTC
+>>> t0 = datetime(2026, 11, 23, 22, 0, tzinfo=UTC)
+>>> status = TopologyStatus(
+...     topology="word_count", committed_txid=1, allocated_txid=2, collected_at=t0,
+...     commits=(BatchStatus(1, "committed", attempt_id=1, committed_at=t0, records_in=10,
+...                          keys_written={"word_counts": 12}),),
+...     in_flight=(BatchStatus(2, "processing", attempt_id=1, since=t0),),
+...     lag=(PartitionLag("sentences", "p0", 2, 490),))
+>>> print(status.format_text())  # doctest: +NORMALIZE_WHITESPACE
+topology word_count: committed txid 1, allocated txid 2, 1 batch in flight
+in flight:
+  txid 2  attempt 1  processing  since 2026-11-23 22:00:00 UTC (0.0 s ago)
+last commits (newest first):
+  txid 1  attempt 1  records in 10  keys written word_counts=12  process -  commit -
+          committed 2026-11-23 22:00:00 UTC
+lag (tuples not yet emitted):
+  sentences/p0: 490 after txid 2
+>>> status.to_dict()["in_flight"][0]["phase"], status.to_dict()["lag"][0]["pending"]
+('processing', 490)
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from datetime import UTC, datetime
+from typing import Any
+
+from kazoo.exceptions import NoNodeError
+
+from airflow_trident.coordination.attempt import TransactionAttempt
+from airflow_trident.coordination.paths import parse_txid_node, txid_node
+from airflow_trident.coordination.store import CoordinatorStore
+from airflow_trident.graph import spout_shape
+from airflow_trident.names import decode_segment
+from airflow_trident.runtime.ledger import CommitLedger
+from airflow_trident.runtime.staging import MANIFEST, StagingArea
+from airflow_trident.spout.lag import pending_after
+from airflow_trident.topology import TridentTopology
+
+__all__ = ["PHASES", "BatchStatus", "PartitionLag", "StatusCollector", "TopologyStatus"]
+
+log = logging.getLogger(__name__)
+
+PHASES = ("allocated", "begun", "processing", "processed", "committing", "committed")
+"""The phases of a txid, in lifecycle order."""
+
+_MAX_RUN_BINDINGS = 2000  # reading more run bindings than this per status call costs seconds
+_SKIPPED = "__trident_skipped__"  # a transactional partition that emitted nothing for a txid
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.isoformat()
+
+
+def _text(moment: datetime | None) -> str:
+    return "-" if moment is None else moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _seconds(start: datetime | None, end: datetime | None) -> float | None:
+    if start is None or end is None or end < start:
+        return None
+    return round((end - start).total_seconds(), 3)
+
+
+@dataclass(frozen=True)
+class BatchStatus:
+    """One txid: its phase and when it reached each step (``None``: unknown or not yet)."""
+
+    txid: int
+    phase: str
+    attempt_id: int | None = None
+    run_id: str | None = None
+    since: datetime | None = None
+    """When the current phase started."""
+    begun_at: datetime | None = None
+    process_started_at: datetime | None = None
+    processed_at: datetime | None = None
+    commit_started_at: datetime | None = None
+    committed_at: datetime | None = None
+    records_in: int | None = None
+    keys_written: Mapping[str, int] | None = None
+
+    @property
+    def process_seconds(self) -> float | None:
+        """From the current attempt's start to its manifest (else to its commit's start)."""
+        return _seconds(self.process_started_at, self.processed_at or self.commit_started_at)
+
+    @property
+    def commit_seconds(self) -> float | None:
+        """From the commit's start to the ledger row."""
+        return _seconds(self.commit_started_at, self.committed_at)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: datetimes as ISO 8601 strings, with the two durations."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            out[f.name] = _iso(value) if isinstance(value, datetime) else value
+        out["keys_written"] = None if self.keys_written is None else dict(self.keys_written)
+        out["process_seconds"] = self.process_seconds
+        out["commit_seconds"] = self.commit_seconds
+        return out
+
+
+@dataclass(frozen=True)
+class PartitionLag:
+    """Tuples of one source partition not yet emitted, after the batch of ``as_of_txid``."""
+
+    spout: str
+    partition: str
+    as_of_txid: int | None
+    pending: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True)
+class TopologyStatus:
+    """Everything ``airflow-trident status`` shows for one topology."""
+
+    topology: str
+    committed_txid: int
+    allocated_txid: int
+    collected_at: datetime
+    in_flight: tuple[BatchStatus, ...] = ()
+    """Txids allocated and not committed, in txid order."""
+    commits: tuple[BatchStatus, ...] = ()
+    """The last commits (from the ledger), in txid order."""
+    lag: tuple[PartitionLag, ...] = ()
+    dag_id: str | None = None
+    notes: tuple[str, ...] = field(default=())
+    """What could not be read (no ledger, no staging root...)."""
+
+    @property
+    def batches(self) -> tuple[BatchStatus, ...]:
+        """The last commits and the batches in flight, in txid order (the timeline's rows)."""
+        return tuple(sorted((*self.commits, *self.in_flight), key=lambda b: b.txid))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready (``airflow-trident status --json``, the view's ``/api`` route)."""
+        return {
+            "topology": self.topology,
+            "dag_id": self.dag_id,
+            "committed_txid": self.committed_txid,
+            "allocated_txid": self.allocated_txid,
+            "collected_at": _iso(self.collected_at),
+            "in_flight": [b.to_dict() for b in self.in_flight],
+            "commits": [b.to_dict() for b in self.commits],
+            "lag": [lag.to_dict() for lag in self.lag],
+            "notes": list(self.notes),
+        }
+
+    def to_json(self) -> str:
+        """:meth:`to_dict` as indented JSON."""
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    def format_text(self) -> str:
+        """The human report (see the module's example)."""
+        count = len(self.in_flight)
+        title = f"topology {self.topology}" + (f" (DAG {self.dag_id})" if self.dag_id else "")
+        lines = [
+            f"{title}: committed txid {self.committed_txid}, allocated txid "
+            f"{self.allocated_txid}, {count} batch{'' if count == 1 else 'es'} in flight"
+        ]
+        if self.in_flight:
+            lines.append("in flight:")
+            for b in self.in_flight:
+                ago = _seconds(b.since, self.collected_at)
+                when = f"since {_text(b.since)}" + ("" if ago is None else f" ({ago:.1f} s ago)")
+                run = f"  run {b.run_id}" if b.run_id else ""
+                attempt = "-" if b.attempt_id is None else b.attempt_id
+                lines.append(f"  txid {b.txid}  attempt {attempt}  {b.phase}  {when}{run}")
+        if self.commits:
+            lines.append("last commits (newest first):")
+            for b in reversed(self.commits):
+                keys = ", ".join(f"{k}={v}" for k, v in sorted((b.keys_written or {}).items()))
+                lines.append(
+                    f"  txid {b.txid}  attempt {b.attempt_id}  records in {b.records_in}  keys "
+                    f"written {keys or '-'}  process {_duration(b.process_seconds)}  commit "
+                    f"{_duration(b.commit_seconds)}"
+                )
+                lines.append(f"          committed {_text(b.committed_at)}")
+        if self.lag:
+            lines.append("lag (tuples not yet emitted):")
+            for lag in self.lag:
+                pending = "unknown" if lag.pending is None else str(lag.pending)
+                after = "before the first batch" if lag.as_of_txid is None else (
+                    f"after txid {lag.as_of_txid}")  # fmt: skip
+                lines.append(f"  {lag.spout}/{lag.partition}: {pending} {after}")
+        lines.extend(f"note: {note}" for note in self.notes)
+        return "\n".join(lines)
+
+
+def _duration(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds:.2f} s"
+
+
+def _utc(moment: Any) -> datetime | None:
+    """A ledger timestamp as an aware UTC datetime (SQLite hands back naive ones)."""
+    if not isinstance(moment, datetime):
+        return None
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+@dataclass(frozen=True)
+class _Znode:
+    value: Any
+    created: datetime
+    modified: datetime
+
+
+class StatusCollector:
+    """Reads one topology's status from ZooKeeper, the commit ledger and the staging area.
+
+    Parameters
+    ----------
+    store:
+        The topology's coordinator store (ZooKeeper).
+    ledger:
+        The commit ledger (the state database); ``None``: no commit history.
+    topology:
+        The topology itself, to ask its spouts for their lag; ``None``: no lag.
+    staging:
+        Where batches are staged, to tell ``processed`` from ``processing``; ``None``: not told.
+    last:
+        How many of the last commits to show.
+    """
+
+    def __init__(
+        self,
+        store: CoordinatorStore,
+        *,
+        ledger: CommitLedger | None = None,
+        topology: TridentTopology | None = None,
+        staging: StagingArea | None = None,
+        last: int = 10,
+    ) -> None:
+        self.store = store
+        self.ledger = ledger
+        self.topology = topology
+        self.staging = staging
+        self.last = last
+
+    def collect(self, *, dag_id: str | None = None) -> TopologyStatus:
+        """Read everything once and return the status."""
+        notes: list[str] = []
+        committed, allocated = self.store.committed_txid(), self.store.current_txid()
+        runs = self._runs(notes)
+        rows = self._ledger_rows(notes)
+        in_flight = tuple(
+            self._in_flight(txid, runs.get(txid)) for txid in range(committed + 1, allocated + 1)
+        )
+        commits = tuple(self._committed(row, runs.get(int(row["txid"]))) for row in rows)
+        if self.staging is None:
+            notes.append("no staging root: 'processing' includes batches already processed")
+        return TopologyStatus(
+            topology=self.store.paths.topology,
+            committed_txid=committed,
+            allocated_txid=allocated,
+            collected_at=datetime.now(UTC),
+            in_flight=in_flight,
+            commits=commits,
+            lag=self._lag(rows),
+            dag_id=dag_id,
+            notes=tuple(notes),
+        )
+
+    # -- ZooKeeper ------------------------------------------------------------------------------
+
+    def _node(self, path: str) -> _Znode | None:
+        client = self.store.client
+        try:
+            data, stat = client.retry(client.get, path)
+        except NoNodeError:
+            return None
+        value = json.loads(data.decode()) if data else None
+        return _Znode(
+            value,
+            datetime.fromtimestamp(stat.created, UTC),
+            datetime.fromtimestamp(stat.last_modified, UTC),
+        )
+
+    def _children(self, path: str) -> list[str]:
+        client = self.store.client
+        try:
+            children: list[str] = client.retry(client.get_children, path)
+        except NoNodeError:
+            return []
+        return children
+
+    def _runs(self, notes: list[str]) -> dict[int, str]:
+        """txid -> the run bound to it most recently."""
+        names = self._children(self.store.paths.runs)
+        if len(names) > _MAX_RUN_BINDINGS:
+            notes.append(f"{len(names)} run bindings: run ids not shown")
+            return {}
+        client, base = self.store.client, self.store.paths.runs
+        pending = [(name, client.get_async(f"{base}/{name}")) for name in names]
+        newest: dict[int, tuple[float, str]] = {}
+        for name, result in pending:
+            try:
+                data, stat = result.get(timeout=10)
+            except NoNodeError:
+                continue  # rotated away meanwhile
+            txid = int(json.loads(data.decode())["txid"])
+            if txid not in newest or stat.created > newest[txid][0]:
+                newest[txid] = (stat.created, decode_segment(name))
+        return {txid: run for txid, (_, run) in newest.items()}
+
+    # -- one txid -------------------------------------------------------------------------------
+
+    def _times(self, txid: int, attempt_id: int | None) -> dict[str, Any]:
+        """What ZooKeeper and the staging area tell of ``txid``: attempt and step times."""
+        paths = self.store.paths
+        attempt = self._node(paths.attempt(txid))
+        started = self._node(paths.commit_started(txid))
+        current = None if attempt is None else int(attempt.value)
+        times: dict[str, Any] = {
+            "attempt_id": current,
+            "begun_at": None if attempt is None else attempt.created,
+            "commit_started_at": None if started is None else started.created,
+        }
+        # the node changes when an attempt starts; an attempt other than the committed one
+        # (a later replay) says nothing about the committed attempt's start
+        if attempt is not None and current and (attempt_id is None or attempt_id == current):
+            times["process_started_at"] = attempt.modified
+        shown = attempt_id if attempt_id is not None else current
+        if shown is not None and shown >= 1:
+            times["processed_at"] = self._manifest_time(TransactionAttempt(txid, shown))
+        return times
+
+    def _manifest_time(self, attempt: TransactionAttempt) -> datetime | None:
+        if self.staging is None:
+            return None
+        from pyarrow import fs
+
+        try:
+            filesystem, _ = self.staging.filesystem()
+            info = filesystem.get_file_info(f"{self.staging.path(attempt)}/{MANIFEST}")
+        except OSError as exc:  # an unreachable staging root must not fail the report
+            log.warning("cannot read the staging root of txid %d: %s", attempt.txid, exc)
+            return None
+        if info.type == fs.FileType.NotFound or info.mtime is None:
+            return None
+        return _utc(info.mtime)
+
+    def _in_flight(self, txid: int, run_id: str | None) -> BatchStatus:
+        times = self._times(txid, None)
+        attempt_id = times["attempt_id"]
+        if times["commit_started_at"] is not None:
+            phase, since = "committing", times["commit_started_at"]
+        elif times.get("processed_at") is not None:
+            phase, since = "processed", times["processed_at"]
+        elif attempt_id is not None and attempt_id >= 1:
+            phase, since = "processing", times.get("process_started_at")
+        elif attempt_id is not None:
+            phase, since = "begun", times["begun_at"]
+        else:
+            phase, since = "allocated", None
+        return BatchStatus(txid, phase, run_id=run_id, since=since, **times)
+
+    def _committed(self, row: Mapping[str, Any], run_id: str | None) -> BatchStatus:
+        txid, attempt_id = int(row["txid"]), int(row["attempt_id"])
+        committed_at = _utc(row["committed_at"])
+        times = self._times(txid, attempt_id)
+        times["attempt_id"] = attempt_id
+        for key in ("begun_at", "process_started_at", "processed_at", "commit_started_at"):
+            if times.get(key) is not None and committed_at is not None and (
+                times[key] > committed_at
+            ):
+                times[key] = None  # a replay after the commit, not this batch's step
+        keys = json.loads(row["keys_written"]) if row.get("keys_written") else {}
+        return BatchStatus(
+            txid,
+            "committed",
+            run_id=run_id,
+            since=committed_at,
+            committed_at=committed_at,
+            records_in=int(row["records_in"]),
+            keys_written={str(k): int(v) for k, v in keys.items()},
+            **times,
+        )
+
+    def _ledger_rows(self, notes: list[str]) -> list[dict[str, Any]]:
+        if self.ledger is None:
+            notes.append("no state database: no commit history")
+            return []
+        return self.ledger.recent(self.store.paths.topology, self.last)
+
+    # -- lag ------------------------------------------------------------------------------------
+
+    def _lag(self, rows: list[dict[str, Any]]) -> tuple[PartitionLag, ...]:
+        if self.topology is None:
+            return ()
+        found: list[PartitionLag] = []
+        for name, node_id in self.topology.spouts.items():
+            spout = getattr(self.topology.nodes[node_id], "spout", None)
+            if not callable(getattr(spout, "pending", None)):
+                continue
+            shape = spout_shape(spout)
+            if shape in ("partitioned", "opaque"):
+                newest = self._partition_metas(name, opaque=shape == "opaque")
+                if not newest and rows and self.ledger is not None:
+                    newest = self._archived_partitions(name, int(rows[-1]["txid"]))
+            else:
+                txid = self.store.current_txid()
+                newest = {"0": (txid, self.store.get_meta(name, txid))} if txid else {"0": None}
+            for partition, entry in sorted(newest.items()):
+                as_of, meta = entry if entry is not None else (None, None)
+                found.append(PartitionLag(name, partition, as_of, pending_after(
+                    spout, partition, meta)))  # fmt: skip
+        return tuple(found)
+
+    def _partition_metas(
+        self, spout: str, *, opaque: bool
+    ) -> dict[str, tuple[int, Any] | None]:
+        """Partition -> (txid, metadata) of its newest emitted batch, from ZooKeeper."""
+        root = self.store.paths.user(spout)
+        newest: dict[str, tuple[int, Any] | None] = {}
+        for segment in self._children(root):
+            partition = decode_segment(segment)
+            if partition.startswith("__trident_"):
+                continue  # the executor's own markers
+            children = self._children(f"{root}/{segment}")
+            txids = [t for t in map(parse_txid_node, children) if t is not None]
+            best: tuple[int, Any] | None = None
+            if txids:
+                txid = max(txids)
+                value = self.store.read_json(f"{root}/{segment}/{txid_node(txid)}")
+                if opaque:
+                    best = (txid, value.get("end") if isinstance(value, dict) else None)
+                elif isinstance(value, dict) and value.get(_SKIPPED):
+                    best = (txid, value.get("last"))
+                else:
+                    best = (txid, value)
+            if opaque and "committed" in children:
+                committed = self.store.read_json(f"{root}/{segment}/committed") or {}
+                if best is None or int(committed.get("txid", 0)) >= best[0]:
+                    best = (int(committed.get("txid", 0)), committed.get("meta"))
+            newest[partition] = best
+        return newest
+
+    def _archived_partitions(self, spout: str, txid: int) -> dict[str, tuple[int, Any] | None]:
+        """Partition -> (txid, metadata) from the ledger's archive of committed ``txid``."""
+        assert self.ledger is not None
+        archive = self.ledger.batch_meta(self.store.paths.topology, txid) or {}
+        partitions = archive.get("spouts", {}).get(spout, {}).get("partitions") or {}
+        return {str(p): (txid, meta) for p, meta in partitions.items()}
