@@ -4,7 +4,9 @@ Three kinds of connection are accepted:
 
 - ``trident_state`` with extra ``{"dialect": "sqlite" | "postgresql"}``; for PostgreSQL host, port,
   schema (the database, shown as "Database"), login and password; for SQLite the database file
-  path in schema (or host);
+  path in schema (or host). Without a dialect it is SQLite, the form's default, when it gives an
+  absolute file path and no port, login or password; otherwise it is refused with a hint (also
+  by :meth:`StateStoreHook.test_connection`, the form's "Test" button);
 - a plain ``postgres`` connection (driver ``postgresql+psycopg``);
 - a plain ``sqlite`` connection (the file path in host, as Airflow's SQLite provider keeps it,
   or in schema, as a ``sqlite:////path`` URI gives it).
@@ -96,7 +98,10 @@ class StateStoreHook(BaseHook):
         """
         conn = self.get_connection(self.state_conn_id)
         where = f"state store connection {self.state_conn_id!r}"
-        if _dialect(conn.conn_type, conn.extra_dejson, where) == "sqlite":
+        dialect = _dialect(conn.conn_type, conn.extra_dejson, where)
+        if dialect is None:  # a trident_state connection without one: the form's default
+            return URL.create("sqlite", database=_dialectless_sqlite_path(conn, where))
+        if dialect == "sqlite":
             return URL.create("sqlite", database=_sqlite_path(conn.host, conn.schema, where))
         return URL.create(
             POSTGRES_DRIVER,
@@ -172,12 +177,12 @@ class StateStoreHook(BaseHook):
         return sa.create_engine(url, pool_pre_ping=True, connect_args=connect_args)
 
 
-def _dialect(conn_type: str | None, extra: dict[str, Any], where: str) -> str:
+def _dialect(conn_type: str | None, extra: dict[str, Any], where: str) -> str | None:
+    """``"sqlite"`` or ``"postgresql"``; ``None`` for a ``trident_state`` connection without one."""
     if conn_type == StateStoreHook.conn_type:
         given = extra.get("dialect", extra.get(f"extra__{conn_type}__dialect"))
-        if given is None:
-            msg = f"{where} has no extra 'dialect'; hint: add 'dialect': 'postgresql' or 'sqlite'"
-            raise ConfigurationError(msg)
+        if given in (None, ""):
+            return None
         if not isinstance(given, str) or given.lower() not in _DIALECTS:
             msg = f"{where}: dialect {given!r} is not supported; use 'sqlite' or 'postgresql'"
             raise ConfigurationError(msg)
@@ -189,6 +194,32 @@ def _dialect(conn_type: str | None, extra: dict[str, Any], where: str) -> str:
         f"connection"
     )
     raise ConfigurationError(msg)
+
+
+_SERVER_HINT = (
+    "hint: set Dialect to 'postgresql' for a database server (extra "
+    '{"dialect": "postgresql"}), or give the SQLite file\'s absolute path in Database'
+)
+
+
+def _dialectless_sqlite_path(conn: Any, where: str) -> str:
+    """The SQLite file of a ``trident_state`` connection without a dialect, refusing one that
+    describes a server (port, login, password, or a host that is no absolute path)."""
+    server_fields = [name for name in ("port", "login", "password") if getattr(conn, name)]
+    if server_fields:
+        msg = (
+            f"{where} has no dialect, so it is SQLite (the form's default), but it sets "
+            f"{', '.join(server_fields)}, which SQLite does not use; {_SERVER_HINT}"
+        )
+        raise ConfigurationError(msg)
+    path = _sqlite_path(conn.host, conn.schema, where)
+    if path != ":memory:" and not Path(path).is_absolute():
+        msg = (
+            f"{where} has no dialect, so it is SQLite (the form's default), but {path!r} is "
+            f"not an absolute file path; {_SERVER_HINT}"
+        )
+        raise ConfigurationError(msg)
+    return path
 
 
 def _sqlite_path(host: str | None, schema: str | None, where: str) -> str:

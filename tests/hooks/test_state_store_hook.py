@@ -88,7 +88,7 @@ def test_sqlite_url_from_a_uri_connection(monkeypatch: pytest.MonkeyPatch, tmp_p
 @pytest.mark.parametrize(
     ("fields", "match"),
     [
-        ({"conn_type": "trident_state", "host": "db"}, "has no extra 'dialect'; hint"),
+        ({"conn_type": "trident_state", "host": "db"}, "'db' is not an absolute file path"),
         (
             {"conn_type": "trident_state", "extra": {"dialect": "mysql"}},
             "dialect 'mysql' is not supported; use 'sqlite' or 'postgresql'",
