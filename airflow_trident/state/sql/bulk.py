@@ -60,18 +60,20 @@ class PgBulk:
     def __init__(self, layout: TableLayout) -> None:
         self.layout = layout
         table = layout.table
-        self._put_tmp = layout.bulk_table(["txid", "val", "prev"])
-        self._combine_tmp = layout.bulk_table(["val"])
+        stored = list(layout.stored_columns)
+        self._val = layout.combine_columns[0]
+        self._put_tmp = layout.bulk_table(stored)
+        self._combine_tmp = layout.bulk_table([self._val])
         self._txid = sa.bindparam("txid", type_=sa.BigInteger())
         self._n_keys = len(layout.key_fields)
         self._statements: dict[tuple[CombineOp, StateType, bool], sa.Insert] = {}
         keys = [self._put_tmp.c[k] for k in layout.key_fields]
         put = pg.insert(table).from_select(
-            [*layout.key_fields, "txid", "val", "prev"],
+            [*layout.key_fields, *stored],
             sa.select(self._put_tmp).order_by(*keys),
         )
         self._put = put.on_conflict_do_update(
-            index_elements=layout.key_columns, set_=put_set(put.excluded)
+            index_elements=layout.key_columns, set_=put_set(put.excluded, layout.stored_columns)
         )
 
     # -- COPY -----------------------------------------------------------------------------
@@ -135,14 +137,18 @@ class PgBulk:
         tmp = self._combine_tmp
         keys = [tmp.c[k] for k in self.layout.key_fields]
         txid: Any = sa.null() if state_type is StateType.NON_TRANSACTIONAL else self._txid
-        delta: Any = aggregate_sql(op, tmp.c.val) if grouped else tmp.c.val
-        select = sa.select(*keys, txid, delta, sa.null()).order_by(*keys)
+        val = tmp.c[self._val]
+        delta: Any = aggregate_sql(op, val) if grouped else val
+        prevs = [sa.null() for _ in self.layout.prev_columns]
+        select = sa.select(*keys, txid, delta, *prevs).order_by(*keys)
         if grouped:
             select = select.group_by(*keys)
         stmt = pg.insert(self.layout.table).from_select(
-            [*self.layout.key_fields, "txid", "val", "prev"], select
+            [*self.layout.key_fields, "txid", self._val, *self.layout.prev_columns], select
         )
-        set_, where = combine_set(state_type, op, self.layout.table.c, stmt.excluded)
+        set_, where = combine_set(
+            state_type, op, self.layout.table.c, stmt.excluded, self.layout.combine_columns
+        )
         # The affected row count detects keys whose txid is ahead (see .combine).
         return stmt.on_conflict_do_update(
             index_elements=self.layout.key_columns, set_=set_, where=where

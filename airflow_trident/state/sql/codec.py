@@ -1,5 +1,10 @@
 """Mapping between stored values and table rows ``(key..., txid, val, prev)``.
 
+A table-shaped state (``value_fields``) has one column per value field for ``val`` and, when
+opaque, one ``prev_<field>`` per field for ``prev``: a one-field value is stored as is, a value of
+several fields is a tuple (or list) of them, read back as a tuple; ``None`` is ``NULL`` in every
+column (so a tuple of ``None`` s reads back as ``None``).
+
 ======================  =====================================================
 state type              row
 ======================  =====================================================
@@ -42,7 +47,8 @@ from airflow_trident.state.values import OpaqueValue, TransactionalValue
 __all__ = ["Row", "RowCodec", "StateValueNotSerializableError"]
 
 Row = tuple[Any, ...]
-"""A table row: the key values, then ``txid``, ``val``, ``prev``."""
+"""A table row: the key values, then the layout's ``stored_columns`` (``txid``, ``val``,
+``prev`` for the JSON-value form)."""
 
 _dumps = json.JSONEncoder(allow_nan=False, separators=(",", ":")).encode
 
@@ -66,19 +72,51 @@ class RowCodec:
 
     def __init__(self, layout: TableLayout) -> None:
         self.layout = layout
-        self.encode_val: Callable[[Any], Any] = {
+        encoders: dict[str, Callable[[Any], Any]] = {
             "json": self._encode_json,
             "bigint": self._encode_bigint,
             "double": self._encode_double,
-        }[layout.value_type]
-        self.decode_val: Callable[[Any], Any] = (
-            _decode_json if layout.value_type == "json" else _identity
-        )
+            "string": self._encode_text,
+        }
+        self._encoders = [encoders[t] for t in layout.value_types]
+        self._decoders = [_decode_json if t == "json" else _identity for t in layout.value_types]
+        self.encode_val: Callable[[Any], Any] = self._encoders[0]
+        """The encoder of the (first) value column: deltas the database combines."""
+        self.decode_val: Callable[[Any], Any] = self._decoders[0]
         self._arity = len(layout.key_fields)
+        self._width = len(layout.value_columns)
+        self._no_prev: tuple[None, ...] = (None,) * len(layout.prev_columns)
+
+    def _enc(self, value: Any) -> tuple[Any, ...]:
+        """The value columns of ``value``."""
+        if self._width == 1:
+            return (self.encode_val(value),)
+        if value is None:
+            return (None,) * self._width
+        if isinstance(value, str | bytes) or not isinstance(value, Sequence):
+            raise self._not_serializable(
+                value, f"hint: a value of fields {list(self.layout.value_columns)} is a tuple"
+            )
+        if len(value) != self._width:
+            raise self._not_serializable(
+                value,
+                f"it has {len(value)} items for {self._width} fields "
+                f"{list(self.layout.value_columns)}",
+            )
+        return tuple(enc(v) for enc, v in zip(self._encoders, value, strict=True))
+
+    def _dec(self, columns: Sequence[Any]) -> Any:
+        """The value of its value columns."""
+        if self._width == 1:
+            return self.decode_val(columns[0])
+        if all(c is None for c in columns):
+            return None
+        return tuple(dec(c) for dec, c in zip(self._decoders, columns, strict=True))
 
     # -- values ---------------------------------------------------------------------------
-    def encode(self, value: Any) -> tuple[Any, Any, Any]:
-        """Return ``(txid, val, prev)`` for a stored value of this table's state type.
+    def encode(self, value: Any) -> tuple[Any, ...]:
+        """Return ``(txid, val, prev)`` (the layout's ``stored_columns``) for a stored value
+        of this table's state type.
 
         Raises
         ------
@@ -88,24 +126,26 @@ class RowCodec:
             If the value cannot be stored in ``val`` (see the module docs).
         """
         kind = self.layout.state_type
-        enc = self.encode_val
+        enc = self._enc
         if kind is StateType.TRANSACTIONAL:
             if not isinstance(value, TransactionalValue):
                 raise self._wrong_value(value, "TransactionalValue", "TransactionalMap")
-            return value.txid, enc(value.val), None
+            return value.txid, *enc(value.val), *self._no_prev
         if kind is StateType.OPAQUE:
             if not isinstance(value, OpaqueValue):
                 raise self._wrong_value(value, "OpaqueValue", "OpaqueMap")
-            return value.curr_txid, enc(value.curr), enc(value.prev)
+            return value.curr_txid, *enc(value.curr), *enc(value.prev)
         if isinstance(value, TransactionalValue | OpaqueValue):
             raise self._wrong_value(value, "plain value", "NonTransactionalMap")
-        return None, enc(value), None
+        return None, *enc(value), *self._no_prev
 
-    def decode(self, txid: Any, val: Any, prev: Any) -> Any:
-        """Return the stored value of a row (its ``txid``, ``val`` and ``prev`` columns)."""
+    def decode(self, txid: Any, *columns: Any) -> Any:
+        """Return the stored value of a row (its ``txid``, value and prev columns: the
+        layout's ``stored_columns``)."""
         kind = self.layout.state_type
+        val = self._dec(columns[: self._width])
         if kind is StateType.NON_TRANSACTIONAL:
-            return self.decode_val(val)
+            return val
         if txid is None:
             msg = (
                 f"state table {self.layout.name!r} holds {kind.value} state but a row has no "
@@ -113,8 +153,8 @@ class RowCodec:
             )
             raise StateError(msg)
         if kind is StateType.TRANSACTIONAL:
-            return TransactionalValue(txid, self.decode_val(val))
-        return OpaqueValue(txid, self.decode_val(val), self.decode_val(prev))
+            return TransactionalValue(txid, val)
+        return OpaqueValue(txid, val, self._dec(columns[self._width :]))
 
     def encode_rows(
         self, keys: Sequence[Key], values: Sequence[Any], *, txid: int | None = None
@@ -176,6 +216,11 @@ class RowCodec:
         if isinstance(value, bool) or not isinstance(value, numbers.Integral):
             raise self._not_serializable(value, "hint: use int values or value_type='double'")
         return int(value)
+
+    def _encode_text(self, value: Any) -> str | None:
+        if value is None or isinstance(value, str):
+            return value
+        raise self._not_serializable(value, "hint: use str values or value_type='json'")
 
     def _encode_double(self, value: Any) -> float | None:
         if value is None:

@@ -59,7 +59,11 @@ def aggregate_sql(op: CombineOp, column: Expr) -> Expr:
 
 
 def combine_set(
-    state_type: StateType, op: CombineOp, target: Any, excluded: Any
+    state_type: StateType,
+    op: CombineOp,
+    target: Any,
+    excluded: Any,
+    columns: tuple[str, str] = ("val", "prev"),
 ) -> tuple[dict[str, Expr], Expr | None]:
     """The ``SET`` and ``WHERE`` of ``ON CONFLICT DO UPDATE`` applying ``op`` under a rule.
 
@@ -73,22 +77,28 @@ def combine_set(
         The columns of the state table (the stored row), e.g. ``table.c``.
     excluded:
         The columns of the proposed row, ``insert_stmt.excluded``.
+    columns:
+        The names of the value and prev columns (a table-shaped state's ``count`` and
+        ``prev_count``, say).
     """
-    d = excluded.val
+    v, p = columns
+    d, val = excluded[v], target[v]
     if state_type is StateType.NON_TRANSACTIONAL:
-        return {"val": op_sql(op, target.val, d)}, None
+        return {v: op_sql(op, val, d)}, None
     replay = target.txid == excluded.txid
     ahead_filter = target.txid <= excluded.txid
     if state_type is StateType.TRANSACTIONAL:
-        val = sa.case((replay, target.val), else_=op_sql(op, target.val, d))
-        return {"val": val, "txid": excluded.txid}, ahead_filter
+        return {v: sa.case((replay, val), else_=op_sql(op, val, d)), "txid": excluded.txid}, (
+            ahead_filter
+        )
+    prev = target[p]
     return {
-        "val": sa.case((replay, op_sql(op, target.prev, d)), else_=op_sql(op, target.val, d)),
-        "prev": sa.case((replay, target.prev), else_=target.val),
+        v: sa.case((replay, op_sql(op, prev, d)), else_=op_sql(op, val, d)),
+        p: sa.case((replay, prev), else_=val),
         "txid": excluded.txid,
     }, ahead_filter
 
 
-def put_set(excluded: Any) -> dict[str, Expr]:
+def put_set(excluded: Any, columns: tuple[str, ...] = ("txid", "val", "prev")) -> dict[str, Expr]:
     """The ``SET`` of ``ON CONFLICT DO UPDATE`` replacing a stored row by the proposed one."""
-    return {"txid": excluded.txid, "val": excluded.val, "prev": excluded.prev}
+    return {c: excluded[c] for c in columns}

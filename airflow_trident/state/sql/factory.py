@@ -60,6 +60,7 @@ def default_state_url() -> str:
     home.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{home / 'state.db'}"
 
+
 _MAPS: dict[StateType, type[RuleMap]] = {
     StateType.TRANSACTIONAL: TransactionalMap,
     StateType.OPAQUE: OpaqueMap,
@@ -101,6 +102,8 @@ class SqlMapStateFactory:
         create: bool = True,
         copy_threshold: int = COPY_THRESHOLD,
         txid_index: bool = False,
+        value_fields: Sequence[str] | None = None,
+        value_types: Mapping[str, str] | None = None,
     ) -> None:
         self.layout = TableLayout.build(
             table,
@@ -109,6 +112,8 @@ class SqlMapStateFactory:
             key_types=key_types,
             value_type=value_type,
             txid_index=txid_index,
+            value_fields=value_fields,
+            value_types=value_types,
         )
         if cache_size < 0:
             msg = f"state table {table!r}: cache_size must be >= 0, got {cache_size}"
@@ -195,9 +200,33 @@ def sql_state(
     cache_size: int = 0,
     create: bool = True,
     txid_index: bool = False,
+    value_fields: Sequence[str] | None = None,
+    value_types: Mapping[str, str] | None = None,
 ) -> SqlMapStateFactory:
     """A state factory over the SQL table ``table`` (see :class:`SqlMapStateFactory`);
-    ``url_or_engine=None``: in the run's state database."""
+    ``url_or_engine=None``: in the run's state database.
+
+    ``value_fields`` makes it *table-shaped*: the value is stored in typed columns named after
+    the aggregate's output field(s) (``value_type`` each, or ``value_types[field]``), beside
+    ``txid`` and, for opaque state, ``prev_<field>``; analysts query it with plain SQL. Without
+    it the value is one ``val`` column (JSON text by default: any JSON value).
+
+    Examples
+    --------
+    >>> import sqlalchemy as sa
+    >>> from airflow_trident.state.combine import CombineOp
+    >>> engine = sa.create_engine("sqlite://")
+    >>> counts = sql_state(
+    ...     engine, "word_counts", "opaque", key_fields=("word",), value_fields=("count",),
+    ...     value_type="bigint",
+    ... ).make_state()
+    >>> counts.begin_commit(1)
+    >>> counts.multi_combine([("man",), ("dog",)], [2, 1], CombineOp.SUM)
+    >>> counts.commit(1)
+    >>> with engine.connect() as conn:
+    ...     conn.execute(sa.text("SELECT word, count FROM word_counts ORDER BY word")).all()
+    [('dog', 1), ('man', 2)]
+    """
     return SqlMapStateFactory(
         url_or_engine,
         table,
@@ -208,4 +237,6 @@ def sql_state(
         cache_size=cache_size,
         create=create,
         txid_index=txid_index,
+        value_fields=value_fields,
+        value_types=value_types,
     )

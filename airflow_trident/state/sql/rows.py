@@ -49,11 +49,13 @@ class RowPaths:
         self.layout = layout
         self.dialect = dialect
         self._n = len(layout.key_fields)
-        self._names = [*layout.key_fields, "txid", "val", "prev"]
+        self._names = [*layout.key_fields, *layout.stored_columns]
+        self._columns = [layout.table.c[c] for c in self._names]
+        self._no_prev = (None,) * len(layout.prev_columns)
         self._insert = pg.insert if dialect == "postgresql" else sqlite.insert
         ins = self._insert(layout.table)
         self._put = ins.on_conflict_do_update(
-            index_elements=layout.key_columns, set_=put_set(ins.excluded)
+            index_elements=layout.key_columns, set_=put_set(ins.excluded, layout.stored_columns)
         )
         self._combines: dict[tuple[CombineOp, StateType], sa.Insert] = {}
         self._chunk = max(1, min(GET_CHUNK, 30000 // self._n))
@@ -81,12 +83,11 @@ class RowPaths:
 
     def fetch(self, conn: sa.Connection, keys: Sequence[Key]) -> dict[Key, Row]:
         """The stored rows of ``keys`` (distinct tuples), by key; absent keys are left out."""
-        table = self.layout.table
         found: dict[Key, Row] = {}
         n = self._n
         for chunk in self._chunks(keys):
             where, join = self._where_keys(chunk)
-            query = sa.select(table)
+            query = sa.select(*self._columns)
             query = query.join(join, where) if join is not None else query.where(where)
             for row in conn.execute(query):
                 found[tuple(row[:n])] = tuple(row)
@@ -144,7 +145,9 @@ class RowPaths:
         stmt = self._combines.get((op, state_type))
         if stmt is None:
             ins = self._insert(self.layout.table)
-            set_, where = combine_set(state_type, op, self.layout.table.c, ins.excluded)
+            set_, where = combine_set(
+                state_type, op, self.layout.table.c, ins.excluded, self.layout.combine_columns
+            )
             stmt = ins.on_conflict_do_update(
                 index_elements=self.layout.key_columns, set_=set_, where=where
             ).execution_options(preserve_rowcount=True)
@@ -167,7 +170,7 @@ class RowPaths:
         if not folded:
             return None
         stored_txid = None if state_type is StateType.NON_TRANSACTIONAL else txid
-        rows = [(*key, stored_txid, delta, None) for key, delta in folded.items()]
+        rows = [(*key, stored_txid, delta, *self._no_prev) for key, delta in folded.items()]
         affected = conn.execute(self.combine_statement(op, state_type), self._params(rows))
         if affected.rowcount < len(rows):
             return self.find_ahead(conn, list(folded), txid)

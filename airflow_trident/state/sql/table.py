@@ -1,9 +1,17 @@
-"""The layout of a state table: key columns, ``txid``, ``val`` and ``prev``.
+"""The layout of a state table: key columns, ``txid``, the value column(s) and their ``prev``.
 
 One table holds one state. Its primary key is the key columns; ``txid`` is the batch that last
 wrote the row (``NULL`` for non-transactional state), ``val`` the value and ``prev`` the value
-before that batch (opaque state only). An opaque table also has an index on ``txid``: its commit
-looks up the keys a failed attempt of the same txid wrote (see
+before that batch (opaque state only).
+
+A *table-shaped* state (``value_fields=("count",)``) stores its value in typed columns named
+after the aggregate's output fields instead of ``val``, so an analyst reads it with plain SQL
+(``SELECT word, count FROM word_counts``); only the columns its rule needs come beside them:
+``txid`` always, and ``prev_<field>`` for each value field of opaque state. A value of several
+fields is a tuple in ``value_fields`` order (one column each).
+
+An opaque table may also have an index on ``txid`` (opt-in): its commit looks up the keys a
+failed attempt of the same txid wrote (see
 :meth:`~airflow_trident.state.map.opaque.OpaqueMap.revert_txid`). Building a layout validates
 every name and type and does no I/O, so it is safe at DAG-parse time.
 
@@ -19,6 +27,12 @@ True
 >>> indexed = TableLayout.build("word_counts", state_type="opaque", txid_index=True)
 >>> [index.name for index in indexed.table.indexes]
 ['word_counts_txid_ix']
+>>> shaped = TableLayout.build(
+...     "word_counts", state_type="opaque", key_fields=("word",), value_fields=("count",),
+...     value_type="bigint",
+... )
+>>> [c.name for c in shaped.table.columns], shaped.stored_columns
+(['word', 'count', 'txid', 'prev_count'], ('txid', 'count', 'prev_count'))
 >>> TableLayout.build("counts", state_type="opaque", key_fields=("txid",))
 Traceback (most recent call last):
 ...
@@ -44,8 +58,10 @@ VALUE_TYPES: Mapping[str, type[sa.types.TypeEngine[Any]]] = {
     "json": sa.Text,
     "bigint": sa.BigInteger,
     "double": sa.Double,
+    "string": sa.Text,
 }
-"""``value_type`` name -> column type of ``val`` and ``prev``."""
+"""``value_type`` name -> column type of ``val`` and ``prev`` (``"string"``: a plain string, for
+table-shaped states; ``"json"`` is JSON text)."""
 
 KEY_TYPES: Mapping[type, type[sa.types.TypeEngine[Any]]] = {
     str: sa.String,
@@ -80,6 +96,12 @@ class TableLayout:
     key_types: tuple[type, ...]
     value_type: str
     table: sa.Table
+    value_columns: tuple[str, ...] = ("val",)
+    """The columns holding the value (``("val",)``, or a table-shaped state's value fields)."""
+    value_types: tuple[str, ...] = ("json",)
+    """The ``value_type`` of each value column."""
+    prev_columns: tuple[str, ...] = ("prev",)
+    """The columns of the value before the row's txid (opaque rule; ``()`` when not needed)."""
 
     @classmethod
     def build(
@@ -91,9 +113,13 @@ class TableLayout:
         key_types: Mapping[str, type] | None = None,
         value_type: str = "json",
         txid_index: bool = False,
+        value_fields: Sequence[str] | None = None,
+        value_types: Mapping[str, str] | None = None,
     ) -> TableLayout:
         """Validate the options and return the layout. ``txid_index``: an opaque table gets an
         index on ``txid`` (it makes the revert of a replayed commit cheap, and costs every write).
+        ``value_fields``: a table-shaped state, one typed column per field (``value_type``
+        each, unless ``value_types`` names another for a field).
 
         Raises
         ------
@@ -102,8 +128,8 @@ class TableLayout:
         UnknownStateTypeError
             If ``state_type`` names no state type.
         ConfigurationError
-            For an empty, duplicated or reserved key field, a key type other than ``str``,
-            ``int`` or ``float``, or an unknown ``value_type``.
+            For an empty, duplicated or reserved key or value field, a key type other than
+            ``str``, ``int`` or ``float``, or an unknown ``value_type``.
         """
         name = validate_name(table, kind="table")
         kind = StateType.parse(state_type)
@@ -123,25 +149,44 @@ class TableLayout:
                 f"combine sums, minima and maxima itself)"
             )
             raise ConfigurationError(msg)
-        value_col = VALUE_TYPES[value_type]
+        values, vtypes, prevs = _value_columns(name, kind, fields, value_fields, value_type,
+                                               value_types or {})  # fmt: skip
         columns: list[sa.Column[Any]] = [
             sa.Column(f, KEY_TYPES[t](), primary_key=True, autoincrement=False)
             for f, t in zip(fields, types, strict=True)
         ]
-        columns += [
-            sa.Column("txid", sa.BigInteger(), nullable=True),
-            sa.Column("val", value_col(), nullable=True),
-            sa.Column("prev", value_col(), nullable=True),
+        value_cols = [
+            sa.Column(c, VALUE_TYPES[t](), nullable=True)
+            for c, t in zip(values, vtypes, strict=True)
         ]
+        prev_cols = [  # one per value column, or none
+            sa.Column(c, VALUE_TYPES[t](), nullable=True)
+            for c, t in zip(prevs, vtypes, strict=False)
+        ]
+        txid_col = sa.Column("txid", sa.BigInteger(), nullable=True)
+        if value_fields is None:  # the JSON-value form: key..., txid, val, prev
+            columns += [txid_col, *value_cols, *prev_cols]
+        else:  # table-shaped: key..., fields..., txid, prev_fields...
+            columns += [*value_cols, txid_col, *prev_cols]
         table_obj = sa.Table(name, sa.MetaData(), *columns)
         if kind is StateType.OPAQUE and txid_index:
             sa.Index(txid_index_name(name), table_obj.c.txid)
-        return cls(name, kind, fields, types, value_type, table_obj)
+        return cls(name, kind, fields, types, vtypes[0], table_obj, values, vtypes, prevs)
 
     @property
     def numeric(self) -> bool:
-        """Whether ``val`` is a number column (the database can then combine values itself)."""
-        return self.value_type != "json"
+        """Whether the value is one number column (the database can then combine values)."""
+        return len(self.value_columns) == 1 and self.value_type in ("bigint", "double")
+
+    @property
+    def combine_columns(self) -> tuple[str, str]:
+        """The value column and its prev column (``""`` if none) that combiners update."""
+        return self.value_columns[0], (self.prev_columns[0] if self.prev_columns else "")
+
+    @property
+    def stored_columns(self) -> tuple[str, ...]:
+        """The non-key columns in the order rows carry them: ``txid``, values, prevs."""
+        return ("txid", *self.value_columns, *self.prev_columns)
 
     @property
     def key_columns(self) -> list[sa.Column[Any]]:
@@ -180,17 +225,77 @@ def txid_index_name(table: str) -> str:
     return f"{table[: 63 - len('_txid_ix') - 9]}_{digest}_txid_ix"
 
 
-def _check_fields(table: str, fields: tuple[str, ...]) -> None:
+def _value_columns(
+    table: str,
+    kind: StateType,
+    keys: tuple[str, ...],
+    value_fields: Sequence[str] | None,
+    value_type: str,
+    given: Mapping[str, str],
+) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """The value columns, their value types and the prev columns of a layout."""
+    if value_fields is None:
+        if given:
+            msg = (
+                f"state table {table!r}: value_types needs value_fields; hint: "
+                f"value_fields=('count',)"
+            )
+            raise ConfigurationError(msg)
+        _check_value_type(table, "val", value_type)
+        if value_type == "string":
+            msg = f"state table {table!r}: value_type 'string' needs value_fields; hint: use 'json'"
+            raise ConfigurationError(msg)
+        return ("val",), (value_type,), ("prev",)
+    if isinstance(value_fields, str) or not value_fields:
+        msg = (
+            f"state table {table!r}: value_fields must be a non-empty sequence of names, got "
+            f"{value_fields!r}; hint: value_fields=('count',)"
+        )
+        raise ConfigurationError(msg)
+    values = tuple(validate_name(f, kind="value field") for f in value_fields)
+    unknown = sorted(set(given) - set(values))
+    if unknown:
+        msg = (
+            f"state table {table!r}: value_types names {unknown} which are not value fields "
+            f"{list(values)}; hint: use the same names in value_fields and value_types"
+        )
+        raise ConfigurationError(msg)
+    types = tuple(given.get(f, value_type) for f in values)
+    for f, t in zip(values, types, strict=True):
+        _check_value_type(table, f, t)
+    prevs = tuple(f"prev_{f}" for f in values) if kind is StateType.OPAQUE else ()
+    for p in prevs:
+        validate_name(p, kind="prev column")
+    _check_fields(table, (*keys, *values, *prevs), reserved=("txid",))
+    return values, types, prevs
+
+
+def _check_value_type(table: str, field: str, value_type: str) -> None:
+    if value_type not in VALUE_TYPES:
+        msg = (
+            f"state table {table!r}: unknown value_type {value_type!r} for {field!r}; use one of "
+            f"{', '.join(map(repr, VALUE_TYPES))} (bigint and double let the database "
+            f"combine sums, minima and maxima itself)"
+        )
+        raise ConfigurationError(msg)
+
+
+def _check_fields(
+    table: str, fields: tuple[str, ...], reserved: tuple[str, ...] = VALUE_COLUMNS
+) -> None:
     seen: set[str] = set()
     for f in fields:
-        if f.lower() in VALUE_COLUMNS:
+        if f.lower() in reserved:
             msg = (
                 f"state table {table!r}: key field {f!r} clashes with a value column "
-                f"({', '.join(VALUE_COLUMNS)}); hint: rename the key field"
+                f"({', '.join(reserved)}); hint: rename the key field"
             )
             raise ConfigurationError(msg)
         if f.lower() in seen:
-            msg = f"state table {table!r}: key field {f!r} is given twice; hint: name each once"
+            msg = (
+                f"state table {table!r}: field or column {f!r} is given twice; hint: name each "
+                f"once (opaque state adds prev_<field> columns)"
+            )
             raise ConfigurationError(msg)
         seen.add(f.lower())
 

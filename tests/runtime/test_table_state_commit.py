@@ -1,0 +1,141 @@
+"""Table-shaped state through the commit phase: the worker commit (SQLite, PostgreSQL) and the
+Spark commit (PostgreSQL), each with the opaque revert of hole 1 (a replay that reads less than
+its failed first attempt). An analyst's ``SELECT word, count`` gives the source's word counts."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from airflow_trident.coordination.client import ZkConfig, connect
+from airflow_trident.coordination.paths import CoordinatorPaths
+from airflow_trident.coordination.store import CoordinatorStore
+from airflow_trident.operation import Count, Split
+from airflow_trident.runtime.reference import load_topology
+from airflow_trident.runtime.staging import StagingArea
+from airflow_trident.runtime.steps import BatchSteps
+from airflow_trident.spout.memory import MemoryOpaqueSpout
+from airflow_trident.state.binding import StateBinding
+from airflow_trident.state.sql import sql_state
+from airflow_trident.topology import TridentTopology
+from tests.runtime import table_topologies as tt
+from tests.runtime.test_opaque_replay import DATA, REFERENCE, TAKE, N, replay_reading_less
+
+pytestmark = pytest.mark.integration
+
+REFERENCE_TOPOLOGY = "tests.runtime.table_topologies:words"
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def state_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "postgresql":
+        url: str = request.getfixturevalue("pg_url")
+        return url
+    return f"sqlite:///{tmp_path}/state.db"
+
+
+def word_counts(url: str, table: str) -> dict[str, int]:
+    """What an analyst reads: ``SELECT word, count FROM <table>``."""
+    engine = sa.create_engine(url)
+    with engine.connect() as conn:
+        rows = conn.execute(sa.text(f'SELECT word, count FROM "{table}"')).all()
+    engine.dispose()
+    return {str(w): int(c) for w, c in rows}
+
+
+def test_worker_commit_of_a_replay_reading_less_counts_each_word_once(
+    zk_store: CoordinatorStore, tmp_path: Path, state_url: str, unique_name: str
+) -> None:
+    # Given word counts into a table-shaped opaque state, committed by the worker
+    spout = MemoryOpaqueSpout(DATA, ["sentence"], take_per_batch=TAKE)
+    topology = TridentTopology(zk_store.paths.topology)
+    factory = sql_state(
+        None, unique_name, "opaque", key_fields=("word",), value_fields=("count",),
+        value_type="bigint",
+    )  # fmt: skip
+    (
+        topology.new_stream("sentences", spout)
+        .each(["sentence"], Split(), ["word"])
+        .group_by(["word"])
+        .persistent_aggregate(factory, Count(), ["count"], name="counts")
+    )
+    steps = BatchSteps(
+        topology,
+        zk_store,
+        StagingArea(str(tmp_path / "staging"), topology.name),
+        states=StateBinding(state_url),
+    )
+    try:
+        # When txid N's first attempt writes state and dies, and its replay reads less
+        replay_reading_less(
+            steps,
+            spout,
+            lambda s, txid: s.process_local(txid),
+            lambda: word_counts(state_url, unique_name),
+        )
+        # Then the analyst's query gives the source's word counts, key by key
+        assert word_counts(state_url, unique_name) == dict(REFERENCE)
+    finally:
+        engine = sa.create_engine(state_url)
+        with engine.begin() as conn:
+            conn.execute(sa.text(f'DROP TABLE IF EXISTS "{unique_name}"'))
+        engine.dispose()
+
+
+@pytest.fixture
+def spark_steps(pg_url: str, zk_config: ZkConfig, tmp_path: Path) -> Iterator[BatchSteps]:
+    engine = sa.create_engine(pg_url)
+    # emptied, not dropped: Spark's reused Python workers remember the table exists
+    if sa.inspect(engine).has_table(tt.TABLE):
+        with engine.begin() as conn:
+            conn.execute(sa.text(f'DELETE FROM "{tt.TABLE}"'))
+    engine.dispose()
+    client = connect(zk_config)
+    store = CoordinatorStore(client, CoordinatorPaths(zk_config.root, tt.NAME))
+    store.delete_all()
+    topology = load_topology(REFERENCE_TOPOLOGY)
+    yield BatchSteps(
+        topology,
+        store,
+        StagingArea(str(tmp_path / "staging"), topology.name),
+        states=StateBinding(pg_url),
+    )
+    store.delete_all()
+    client.stop()
+    client.close()
+    os.environ.pop("TRIDENT_UNREADABLE_PARTITIONS", None)
+
+
+def test_spark_commit_of_a_replay_reading_less_counts_each_word_once(
+    spark_steps: BatchSteps, spark: Any, pg_url: str
+) -> None:
+    from airflow_trident.runtime.spark_job import commit_on_spark, process_on_spark
+
+    steps = spark_steps
+    # Given txid 1 committed on Spark
+    assert int(steps.begin("r1")["txid"]) == 1
+    process_on_spark(steps, spark, 1, 0.0)
+    assert commit_on_spark(steps, spark, REFERENCE_TOPOLOGY, 1, 0.0)["applied"] is True
+    # And txid N's first attempt applied its staged rows and died before the compare-and-set
+    assert int(steps.begin("r2")["txid"]) == N
+    manifest = process_on_spark(steps, spark, N, 0.0)
+    steps.apply_staged(steps.plan(N), manifest)
+    assert {"plum", "kiwi"} <= set(word_counts(pg_url, tt.TABLE))
+    # When its replay reads less (p03 unreadable) and is committed by a Spark job
+    os.environ["TRIDENT_UNREADABLE_PARTITIONS"] = "p03"
+    process_on_spark(steps, spark, N, 0.0)
+    assert commit_on_spark(steps, spark, REFERENCE_TOPOLOGY, N, 0.0)["applied"] is True
+    del os.environ["TRIDENT_UNREADABLE_PARTITIONS"]
+    # And later batches run to the end of the data
+    for i in range(3, 10):
+        txid = int(steps.begin(f"r{i}")["txid"])
+        process_on_spark(steps, spark, txid, 0.0)
+        if commit_on_spark(steps, spark, REFERENCE_TOPOLOGY, txid, 0.0)["records_in"] == 0:
+            break
+    # Then the analyst's query gives the source's word counts, key by key
+    assert word_counts(pg_url, tt.TABLE) == dict(REFERENCE)
