@@ -62,6 +62,10 @@ class MemoryCoordinatorStore:
     def txid_for_run(self, run_id: str) -> int | None:
         return self._runs.get(run_id)
 
+    def runs_of_txid(self, txid: int) -> list[str]:
+        """The run ids bound to ``txid``, in binding order (dicts keep insertion order)."""
+        return [run for run, bound in self._runs.items() if bound == txid]
+
     def bind_run(self, run_id: str, txid: int | None = None) -> int:
         with self._lock:
             if run_id in self._runs:

@@ -1,8 +1,9 @@
 """The ZooKeeper layout, as pure functions of names (no I/O).
 
 ``/<root>/<topology>/coordinator/{current_txid, committed_txid, attempts/<txid>,
-meta/<spout>/<txid>, runs/<run_id>}`` and ``/<root>/<topology>/user/<spout>/...`` for spouts' own
-state. Txid nodes are zero-padded so that ZooKeeper's lexical child order is numeric order.
+meta/<spout>/<txid>, runs/<run_id>, txid_runs/<txid>/<run_id>, commits_started/<txid>}`` and
+``/<root>/<topology>/user/<spout>/...`` for spouts' own state. Txid nodes are zero-padded so
+that ZooKeeper's lexical child order is numeric order.
 
 >>> p = CoordinatorPaths(root="/trident", topology="word_count")
 >>> p.committed_txid
@@ -96,6 +97,19 @@ class CoordinatorPaths:
     def run(self, run_id: str) -> str:
         """The binding of ``run_id`` (any string, encoded as one segment)."""
         return f"{self.runs}/{encode_segment(run_id)}"
+
+    @property
+    def txid_runs_root(self) -> str:
+        """Parent of the txid -> runs index (which runs were bound to each txid)."""
+        return f"{self.coordinator}/txid_runs"
+
+    def txid_runs(self, txid: int) -> str:
+        """Parent of one node per run bound to ``txid``."""
+        return f"{self.txid_runs_root}/{txid_node(txid)}"
+
+    def txid_run(self, txid: int, run_id: str) -> str:
+        """The index node saying ``run_id`` is bound to ``txid``."""
+        return f"{self.txid_runs(txid)}/{encode_segment(run_id)}"
 
     @property
     def commits_started(self) -> str:

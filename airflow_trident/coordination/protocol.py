@@ -54,6 +54,10 @@ class CoordinatorStoreProtocol(Protocol):
         """The txid ``run_id`` is bound to, if any."""
         ...
 
+    def runs_of_txid(self, txid: int) -> list[str]:
+        """The run ids bound to ``txid`` (its first run and its replays), oldest first."""
+        ...
+
     def bind_run(self, run_id: str, txid: int | None = None) -> int:
         """Bind ``run_id`` to a new txid, its existing one, or the allocated ``txid``."""
         ...

@@ -53,6 +53,7 @@ from airflow_trident.errors import (
     MetadataError,
     MetadataNotSerializableError,
 )
+from airflow_trident.names import decode_segment
 from airflow_trident.spout.tx_state import PartitionState
 
 __all__ = ["CoordinatorStore", "encode_json", "require_allocated"]
@@ -138,6 +139,32 @@ class CoordinatorStore:
             return None
         return int(_decode(data)["txid"])
 
+    def runs_of_txid(self, txid: int) -> list[str]:
+        """The run ids bound to ``txid`` (the first run and every replay), oldest binding first.
+
+        An index beside the bindings, written with them; bindings made before it existed are
+        not listed. Pruned with the bindings (:meth:`cleanup_before`).
+        """
+        path = self.paths.txid_runs(txid)
+        try:
+            children: list[str] = self.client.retry(self.client.get_children, path)
+        except NoNodeError:
+            return []
+        stamped = []
+        for child in children:
+            try:
+                _, stat = self.client.retry(self.client.get, f"{path}/{child}")
+            except NoNodeError:
+                continue
+            stamped.append((stat.czxid, decode_segment(child)))
+        return [run for _, run in sorted(stamped)]
+
+    def _index_run(self, run_id: str, txid: int) -> None:
+        """Make sure the txid -> runs index lists ``run_id`` (idempotent)."""
+        path = self.paths.txid_run(txid, run_id)
+        with contextlib.suppress(NodeExistsError):
+            self.client.create(path, b"", makepath=True)
+
     def bind_run(self, run_id: str, txid: int | None = None) -> int:
         """Return the txid of ``run_id``, binding it first if the run has none.
 
@@ -164,6 +191,7 @@ class CoordinatorStore:
                     f"{existing}, not {txid}; hint: trigger a new run to replay txid {txid}"
                 )
                 raise MetadataError(msg)
+            self._index_run(run_id, existing)  # a begin that died between the two writes
             return existing
         if txid is not None:
             require_allocated(txid, self.current_txid(), topology=self.paths.topology)
@@ -221,7 +249,11 @@ class CoordinatorStore:
             tx.set_data(self.paths.current_txid, encode_json(txid, what="txid"), stat.version)
             if run_id is not None:
                 self._ensure_parent(self.paths.run(run_id))
+                self.client.ensure_path(self.paths.txid_runs(txid))
+                with contextlib.suppress(NoNodeError):  # a stale index node would fail the create
+                    self.client.delete(self.paths.txid_run(txid, run_id))
                 tx.create(self.paths.run(run_id), encode_json({"txid": txid}, what="run binding"))
+                tx.create(self.paths.txid_run(txid, run_id))
             failure = _check_results(tx.commit())
             if failure is None:
                 log.info("topology %s: allocated txid %d", self.paths.topology, txid)
@@ -434,6 +466,9 @@ class CoordinatorStore:
             value = self.read_json(path)
             if value is not None and int(value["txid"]) < runs_below:
                 removed += self._delete(path)
+        for earlier in self._txid_children(self.paths.txid_runs_root):
+            if earlier < runs_below:
+                removed += self._delete(self.paths.txid_runs(earlier))
         for earlier in self._txid_children(self.paths.commits_started):
             if earlier < txid:
                 removed += self._delete(self.paths.commit_started(earlier))

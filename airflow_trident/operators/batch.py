@@ -8,10 +8,15 @@ from typing import Any
 
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_trident.errors import BatchIncompleteError, ConfigurationError
 from airflow_trident.hooks.trident import TridentHook
-from airflow_trident.operators.steps import txid_of
+from airflow_trident.operators.job_errors import spark_job_errors
+from airflow_trident.operators.metrics import emit_committed
+from airflow_trident.operators.notes import note_begin
+from airflow_trident.operators.stalls import StallWatch, wait_watching
+from airflow_trident.operators.steps import default_deferrable, txid_of
 from airflow_trident.operators.submit import (
     SPARK_JOB,
     exported,
@@ -33,7 +38,9 @@ __all__ = [
 class _BatchOperator(BaseOperator):
     """Arguments every batch task shares."""
 
-    template_fields: Sequence[str] = ("topology", "staging_root")
+    template_fields: Sequence[str] = (
+        "topology", "staging_root", "zookeeper_conn_id", "state_conn_id",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -103,6 +110,7 @@ class BeginBatchOperator(_BatchOperator):
             summary["attempt_id"],
             summary["committed_txid"],
         )
+        note_begin(context, summary)  # the run's note shows its txid (operators/notes.py)
         for spout, meta in summary["metas"].items():
             self.log.info("spout %s metadata: %s", spout, str(meta)[:500])
         return summary
@@ -134,7 +142,8 @@ class CommitBatchOperator(_BatchOperator):
     it here, up to ``inline_wait_s``, before deferring — ordered commits form a chain, and a
     deferral's round trip (triggerer, scheduler, a new task process) would be paid per batch.
 
-    :param deferrable: wait for txid-1 in the triggerer.
+    :param deferrable: wait for txid-1 in the triggerer; ``None`` (the default): Airflow's
+        ``[operators] default_deferrable``.
     :param poll_interval: seconds between checks of the committed txid (non-deferrable wait;
         the trigger's fallback re-check).
     :param inline_wait_s: how long to wait here for an imminent txid-1 before deferring.
@@ -145,12 +154,13 @@ class CommitBatchOperator(_BatchOperator):
     :param spark_commit_min_rows: the ``"auto"`` threshold.
     """
 
+    template_fields: Sequence[str] = (*_BatchOperator.template_fields, "spark_conn_id")
     ui_color = "#fdf1e8"
 
     def __init__(
         self,
         *,
-        deferrable: bool = True,
+        deferrable: bool | None = None,
         poll_interval: float = 2.0,
         commit_mode: str = "worker",
         spark_conn_id: str = "spark_default",
@@ -165,7 +175,7 @@ class CommitBatchOperator(_BatchOperator):
             raise ConfigurationError(msg)
         kwargs.setdefault("depends_on_past", True)
         super().__init__(**kwargs)
-        self.deferrable = deferrable
+        self.deferrable = default_deferrable() if deferrable is None else deferrable
         self.poll_interval = poll_interval
         self.commit_mode = commit_mode
         self.spark_conn_id = spark_conn_id
@@ -180,14 +190,15 @@ class CommitBatchOperator(_BatchOperator):
         with self._steps() as steps:
             committed = steps.store.committed_txid()
             topology = steps.topology.name
+            watch = StallWatch(context["ti"].dag_id, txid, "commit", run_id=_run_id(context))
             if not self.deferrable:
-                committed = self._wait_here(steps, txid, deadline=None)
+                committed = self._wait_here(steps, txid, deadline=None, watch=watch)
             elif committed < txid - 1 and self._previous_processed(steps, txid):
                 # txid-1's commit is imminent: waiting here beats a deferral's hand-offs
                 deadline = time.monotonic() + self.inline_wait_s
-                committed = self._wait_here(steps, txid, deadline=deadline)
+                committed = self._wait_here(steps, txid, deadline=deadline, watch=watch)
             if committed >= txid - 1:
-                return self._commit(steps, txid)
+                return emit_committed(context, lambda: self._commit(steps, txid))
         self.log.info("txid %d waits for txid %d (committed: %d)", txid, txid - 1, committed)
         self.defer(
             trigger=CommittedTxidTrigger(
@@ -195,6 +206,8 @@ class CommitBatchOperator(_BatchOperator):
                 topology=topology,
                 txid=txid - 1,
                 poll_interval=self.poll_interval,
+                dag_id=context["ti"].dag_id,
+                waiting_run_id=_run_id(context),
             ),
             method_name="execute_complete",
         )
@@ -211,23 +224,31 @@ class CommitBatchOperator(_BatchOperator):
             return False
         return True
 
-    def _wait_here(self, steps: Any, txid: int, *, deadline: float | None) -> int:
-        """Poll the committed txid until txid-1 is in (or ``deadline``); return it."""
+    def _wait_here(
+        self, steps: Any, txid: int, *, deadline: float | None, watch: StallWatch
+    ) -> int:
+        """Poll the committed txid until txid-1 is in (or ``deadline``); return it. Fails the
+        task at once when txid-1's runs cannot make progress (:class:`StallWatch`)."""
+        wait_watching(
+            lambda: bool(steps.store.committed_txid() >= txid - 1),
+            watch,
+            lambda: list(steps.store.runs_of_txid(txid - 1)),
+            timeout_s=None if deadline is None else max(0.0, deadline - time.monotonic()),
+            poll_s=_INLINE_POLL_S if deadline is not None else self.poll_interval,
+            log=self.log,
+        )
         committed: int = steps.store.committed_txid()
-        logged = 0.0
-        while committed < txid - 1 and (deadline is None or time.monotonic() < deadline):
-            if time.monotonic() - logged >= 10:
-                self.log.info("waiting for txid %d to commit (at %d)", txid - 1, committed)
-                logged = time.monotonic()
-            time.sleep(_INLINE_POLL_S if deadline is not None else self.poll_interval)
-            committed = steps.store.committed_txid()
         return committed
 
     def execute_complete(self, context: Any, event: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Resume after the trigger saw txid-1 committed."""
+        """Resume after the trigger saw txid-1 committed (or fail: txid-1 cannot commit)."""
+        if event is not None and event.get("status") == "stalled":
+            message = str(event.get("message"))
+            self.log.error("%s", message)
+            raise AirflowFailException(message)
         txid = txid_of(context, self.begin_task_id)
         with self._steps() as steps:
-            return self._commit(steps, txid)
+            return emit_committed(context, lambda: self._commit(steps, txid))
 
     def on_kill(self) -> None:
         """Stop a running Spark commit (its applied partitions keep their txid)."""
@@ -250,7 +271,11 @@ class CommitBatchOperator(_BatchOperator):
                 str(summary.get("partitions", {}))[:1000],
             )
         else:
-            self.log.info("txid %d was already committed: state unchanged", txid)
+            self.log.info(
+                "txid %d was already committed: state unchanged (committed txid is now %d)",
+                txid,
+                steps.store.committed_txid(),
+            )
         return summary
 
     def _on_spark(self, steps: Any, txid: int) -> bool:
@@ -285,10 +310,15 @@ class CommitBatchOperator(_BatchOperator):
         )
         warn_if_remote_driver(self._spark_hook._connection, secrets)
         self.log.info("committing txid %d of %s on Spark", txid, self.topology)
-        with exported(secrets):
+        with exported(secrets), spark_job_errors(self.staging_root, self.topology, txid, "commit"):
             self._spark_hook.submit(SPARK_JOB)
         summary: dict[str, Any] = steps.staging.read_commit_summary(txid)
         return summary
+
+
+def _run_id(context: Any) -> str | None:
+    run = context.get("dag_run")
+    return None if run is None else str(run.run_id)
 
 
 class BatchSuccessOperator(_BatchOperator):

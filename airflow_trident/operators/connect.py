@@ -19,6 +19,8 @@ from typing import Any
 from airflow.sdk import BaseOperator
 
 from airflow_trident.hooks.trident import TridentHook
+from airflow_trident.operators.metrics import emit_processed
+from airflow_trident.operators.stalls import wait_for_emit_order
 from airflow_trident.operators.steps import committed_summary, processed_summary, txid_of
 
 __all__ = ["ConnectProcessBatchOperator"]
@@ -92,7 +94,10 @@ class ConnectProcessBatchOperator(BaseOperator):
                 zookeeper_conn_id=self.zookeeper_conn_id, state_conn_id=self.state_conn_id
             ).batch_steps(self.topology, staging_root=self.staging_root) as steps,
         ):
-            manifest = process_on_spark(steps, spark, txid, self.emit_wait_s)
+            emit_wait_s = wait_for_emit_order(
+                context, steps, txid, timeout_s=self.emit_wait_s, log=self.log
+            )
+            manifest = process_on_spark(steps, spark, txid, emit_wait_s)
         summary = processed_summary(manifest)
         self.log.info("txid %d processed: %s", txid, summary)
-        return summary
+        return emit_processed(context, summary)

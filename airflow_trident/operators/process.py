@@ -11,6 +11,9 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 
 from airflow_trident.coordination.attempt import TransactionAttempt
 from airflow_trident.hooks.trident import TridentHook
+from airflow_trident.operators.job_errors import spark_job_errors
+from airflow_trident.operators.metrics import emit_processed
+from airflow_trident.operators.stalls import wait_for_emit_order
 from airflow_trident.operators.steps import committed_summary, processed_summary, txid_of
 from airflow_trident.operators.submit import (
     SPARK_JOB,
@@ -44,6 +47,8 @@ class ProcessBatchOperator(SparkSubmitOperator):
         *SparkSubmitOperator.template_fields,
         "topology",
         "staging_root",
+        "zookeeper_conn_id",
+        "state_conn_id",
     )
     ui_color = "#fdf8e8"
 
@@ -77,17 +82,21 @@ class ProcessBatchOperator(SparkSubmitOperator):
         if skipped is not None:
             self.log.info("txid %d is already committed: nothing to process", txid)
             return dict(skipped)
+        with hook.batch_steps(self.topology, staging_root=self.staging_root) as steps:
+            emit_wait_s = wait_for_emit_order(
+                context, steps, txid, timeout_s=self.emit_wait_s, log=self.log
+            )
         config = hook.zookeeper_config()
         self.application_args = job_arguments(
-            self.topology, txid, self.staging_root, config, emit_wait_s=self.emit_wait_s
+            self.topology, txid, self.staging_root, config, emit_wait_s=emit_wait_s
         )
         self.conf = job_conf(self.conf)
         secrets = job_secrets(config, hook.state_url())
         warn_if_remote_driver(SparkSubmitHook(conn_id=self._conn_id)._connection, secrets)
         self.log.info("processing txid %d of %s on Spark", txid, self.topology)
-        with exported(secrets):
+        with exported(secrets), spark_job_errors(self.staging_root, self.topology, txid, "process"):
             super().execute(context)
-        return self._summary(txid)
+        return emit_processed(context, self._summary(txid))
 
     def _summary(self, txid: int) -> dict[str, Any]:
         hook = TridentHook(zookeeper_conn_id=self.zookeeper_conn_id)

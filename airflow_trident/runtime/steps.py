@@ -257,6 +257,15 @@ class BatchSteps:
         begun = self.plan(txid)
         return BatchPlan(self.store.next_attempt(txid), begun.metas)
 
+    def emit_ready(self, txid: int) -> bool:
+        """Whether ``txid`` may be emitted now: every transactional partitioned spout emitted
+        txid-1 already (or ``txid`` is a replay, or the spout's first batch)."""
+        try:
+            self._check_emit_order(txid)
+        except BatchNotReadyError:
+            return False
+        return True
+
     def _check_emit_order(self, txid: int) -> None:
         """A transactional partitioned spout's new batch starts where txid-1's ended: refuse
         to emit it before txid-1 was (pipelined process tasks)."""

@@ -5,8 +5,9 @@ txid order (both ``depends_on_past``), so when an earlier run's begin, process o
 this run waits with no word from Airflow beyond "No tasks to run". The sensor walks back over
 the earlier runs (by logical date) and, finding one with a failed task, logs a warning naming
 that run, its task and the exact fix, and pushes the same as XCom ``blocked_by`` (the task's
-XCom tab in the UI). A task cannot set a DAG run note in Airflow 3.3 (the Task Execution API has
-no route for it), so the XCom is the UI's record.
+XCom tab in the UI). A run that would begin a *new* txid behind such a failed run is skipped
+instead (no txid taken): begun, it could only wait, holding one of the DAG's
+``max_active_runs`` slots, which the failed run needs to start again once it is cleared.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from airflow.sdk import BaseSensorOperator
+from airflow.sdk.exceptions import AirflowSkipException
 
 from airflow_trident.hooks.trident import TridentHook
 from airflow_trident.operators.steps import default_deferrable
@@ -105,7 +107,19 @@ class BatchReadySensor(BaseSensorOperator):
             return ready
 
     def execute(self, context: Any) -> Any:
-        self.report_blocking_run(context)
+        blocked = self.report_blocking_run(context)
+        if blocked is not None and self._starts_new_batch(context, blocked):
+            # Begun, this batch could only wait for the failed one, holding a slot of
+            # max_active_runs that the failed run needs once cleared; no txid is taken.
+            message = (
+                f"run {context['dag_run'].run_id} skipped: no new batch begins while the "
+                f"earlier run {blocked['run_id']} has {blocked['task_id']} {blocked['state']} "
+                f"(it would only wait, holding a run slot the failed run needs once cleared). "
+                f"No txid was taken: later runs read the data this one would have. Fix: "
+                f"{blocked['fix']}"
+            )
+            self.log.warning("%s", message)
+            raise AirflowSkipException(message)
         if not self.deferrable or self._ready():
             return super().execute(context)
         self.defer(
@@ -127,6 +141,21 @@ class BatchReadySensor(BaseSensorOperator):
         self.log.info("spouts ready: %s", event)
 
     # -- why a later task of this run would wait --------------------------------------------------
+
+    def _starts_new_batch(self, context: Any, blocked: dict[str, Any]) -> bool:
+        """Whether this run would begin a *new* txid behind ``blocked``'s uncommitted one.
+
+        Replays (``conf["txid"]``), runs already bound (a cleared run keeps its txid) and runs
+        behind a failed run whose txid has committed since (replayed elsewhere) go on."""
+        conf = getattr(context["dag_run"], "conf", None) or {}
+        if conf.get("txid") is not None:
+            return False
+        hook = TridentHook(zookeeper_conn_id=self.zookeeper_conn_id)
+        with hook.batch_steps(self.topology, staging_root=self.staging_root) as steps:
+            if steps.store.txid_for_run(context["dag_run"].run_id) is not None:
+                return False
+            txid = blocked.get("txid")
+            return txid is None or int(txid) > steps.store.committed_txid()
 
     def _sibling(self, name: str) -> str:
         """The task id of this batch's ``name`` task (same task group as this sensor)."""

@@ -232,6 +232,7 @@ class SchedulerFaultReport:
     not_injected: list[tuple[str, str]] = field(default_factory=list)
     cleared_committed: list[tuple[str, int]] = field(default_factory=list)
     cleared_failed: list[tuple[str, int | None, str]] = field(default_factory=list)
+    yielded: list[tuple[str, int | None]] = field(default_factory=list)
     backfilled: list[int] = field(default_factory=list)
     backfill_runs: dict[str, str] = field(default_factory=dict)
     backfill_output: str = ""
@@ -266,6 +267,9 @@ class SchedulerFaultReport:
             + (", ".join(f"{r} (txid {t})" for r, t in self.cleared_committed) or "none"),
             "runs cleared (failed): "
             + (", ".join(f"{r} (txid {t}; {why})" for r, t, why in self.cleared_failed) or "none"),
+            "runs that gave their slot back (failed at once: the txid they waited for could not "
+            "progress), cleared after it committed: "
+            + (", ".join(f"txid {t}" for _, t in self.yielded) or "none"),
             f"backfilled txids: {self.backfilled or 'none'}; runs: "
             + (", ".join(f"{r}={s}" for r, s in sorted(self.backfill_runs.items())) or "none"),
             f"ledger txids: {len(ledger)} rows, max {max(ledger, default=0)}, holes: "
@@ -323,6 +327,8 @@ class _Driver:
         self.known_txids: dict[str, int] = {}
         self.cleared: dict[str, int] = {}  # run -> txid it had when cleared
         self.handling: set[str] = set()  # failed on purpose, not cleared yet
+        self.yielded: dict[str, int] = {}  # failed at once, waiting for a stuck txid: run -> txid
+        self._looked_at_failures = 0.0
         self._committed = 0
         self._progress_at = time.monotonic()
 
@@ -360,6 +366,9 @@ class _Driver:
         if time.monotonic() > self.deadline:
             raise TimeoutError(f"fault run not finished after {self.config.deadline_s:g}s")
         self.committed()
+        if time.monotonic() - self._looked_at_failures > 3.0:
+            self._looked_at_failures = time.monotonic()
+            self.handle_yielded()
         if time.monotonic() - self._progress_at > self.config.stall_s:
             self.unstick()
             self._progress_at = time.monotonic()
@@ -578,7 +587,11 @@ class _Driver:
             self.tick()
             states = self.run_states()
             wanted = [*self.live_runs, *self.report.backfill_runs]
-            failed = [r for r in wanted if states.get(r) == "failed"]
+            failed = [
+                r for r in wanted
+                if states.get(r) == "failed" and r not in self.yielded and r not in self.handling
+                and self.yield_reason(r) is None
+            ]  # fmt: skip
             if failed:
                 for run_id in failed:
                     self.clear_failed(run_id)
@@ -606,6 +619,44 @@ class _Driver:
                     reason = (errors[-1] if errors else text.splitlines()[-1:] or [""])[0]
             parts.append(f"{ti.task_id}={ti.state} try {ti.try_number} {reason[-300:]}")
         return "; ".join(parts) or "no failed task"
+
+    def yield_reason(self, run_id: str) -> str | None:
+        """The message of a task of ``run_id`` that failed at once because the txid it waited
+        for could not progress (:mod:`airflow_trident.operators.stalls`), if one did."""
+        folder = self.af.home.path / "logs" / f"dag_id={DAG_ID}" / f"run_id={run_id}"
+        for task in sorted(folder.glob("task_id=*")):
+            tries = sorted(task.glob("attempt=*.log"), key=_attempt_number)
+            if not tries:
+                continue
+            for line in tries[-1].read_text(errors="replace").splitlines():
+                if "cannot commit before txid" in line or "cannot be emitted before txid" in line:
+                    return line[-400:]
+        return None
+
+    def handle_yielded(self) -> None:
+        """Note the runs that gave their slot back; clear them, as a user clearing every failed
+        run would, once nothing else failed is outstanding and the next txid is one of theirs."""
+        states = self.run_states()
+        txids = self.txids()
+        failed = [r for r in self.live_runs if states.get(r) == "failed"]
+        for run_id in failed:
+            if run_id in self.yielded or run_id in self.handling:
+                continue
+            reason = self.yield_reason(run_id)
+            if reason is not None:
+                self.yielded[run_id] = txids.get(run_id, 0)
+                self.report.yielded.append((run_id, txids.get(run_id)))
+                self.log(f"  run {run_id} (txid {txids.get(run_id)}) gave its slot back: {reason}")
+        others = [r for r in failed if r not in self.yielded]
+        if not self.yielded or others:
+            return
+        if self.committed() + 1 < min(self.yielded.values()):
+            return
+        for run_id, txid in sorted(self.yielded.items(), key=lambda item: item[1]):
+            self.log(f"  clearing run {run_id} (txid {txid}), which gave its slot back")
+            self.af.clear_run(DAG_ID, run_id)
+            self.cleared.setdefault(run_id, txid)
+        self.yielded.clear()
 
     def clear_failed(self, run_id: str) -> None:
         txid = self.txids().get(run_id)
@@ -645,7 +696,11 @@ class _Driver:
         self.log(f"no commit for {self.config.stall_s:g}s (committed {committed}); runs of txid "
                  f"{target}: {[(r, states.get(r)) for r in runs]}")  # fmt: skip
         for run_id in runs:
-            if states.get(run_id) == "failed" and run_id not in self.handling:
+            if (
+                states.get(run_id) == "failed"
+                and run_id not in self.handling
+                and run_id not in self.yielded
+            ):
                 self.clear_failed(run_id)
                 return
         queued = [r for r in runs if states.get(r) == "queued"]
@@ -668,6 +723,11 @@ class _Driver:
                 self.cleared.setdefault(run_id, txids.get(run_id) or 0)
             return
         self.log("  nothing to un-stick yet")
+
+
+def _attempt_number(log: Path) -> int:
+    digits = "".join(ch for ch in log.stem if ch.isdigit())
+    return int(digits or 0)
 
 
 # ------------------------------------------------------------------------------- verification

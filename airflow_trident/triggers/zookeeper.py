@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
+from asgiref.sync import sync_to_async
 
 from airflow_trident.coordination.paths import CoordinatorPaths
 from airflow_trident.coordination.store import CoordinatorStore
 from airflow_trident.hooks.zookeeper import ZooKeeperHook
+from airflow_trident.operators.stalls import STALL_CHECK_S, StallWatch, dagrun_states
 
 __all__ = ["BatchReadyTrigger", "CommittedTxidTrigger"]
 
@@ -27,13 +30,22 @@ class CommittedTxidTrigger(BaseTrigger):
     """
 
     def __init__(
-        self, *, zookeeper_conn_id: str, topology: str, txid: int, poll_interval: float = 10.0
+        self,
+        *,
+        zookeeper_conn_id: str,
+        topology: str,
+        txid: int,
+        poll_interval: float = 10.0,
+        dag_id: str | None = None,
+        waiting_run_id: str | None = None,
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         self.zookeeper_conn_id = zookeeper_conn_id
         self.topology = topology
         self.txid = txid
         self.poll_interval = poll_interval
+        self.dag_id = dag_id
+        self.waiting_run_id = waiting_run_id
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -43,11 +55,21 @@ class CommittedTxidTrigger(BaseTrigger):
                 "topology": self.topology,
                 "txid": self.txid,
                 "poll_interval": self.poll_interval,
+                "dag_id": self.dag_id,
+                "waiting_run_id": self.waiting_run_id,
             },
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         loop = asyncio.get_running_loop()
+        # With a dag_id, the trigger also watches txid's runs: when none can make progress the
+        # waiting commit gives its run slot back (see airflow_trident.operators.stalls).
+        watch = (
+            None
+            if self.dag_id is None
+            else StallWatch(self.dag_id, self.txid + 1, "commit", run_id=self.waiting_run_id)
+        )
+        checked = time.monotonic()
         changed = asyncio.Event()
         hook = ZooKeeperHook(zookeeper_conn_id=self.zookeeper_conn_id)
         try:
@@ -65,6 +87,14 @@ class CommittedTxidTrigger(BaseTrigger):
                 if committed >= self.txid:
                     yield TriggerEvent({"status": "committed", "committed_txid": committed})  # type: ignore[no-untyped-call]
                     return
+                if watch is not None and time.monotonic() - checked >= STALL_CHECK_S:
+                    checked = time.monotonic()
+                    runs = await asyncio.to_thread(store.runs_of_txid, self.txid)
+                    states = await sync_to_async(dagrun_states)(watch.dag_id, runs)
+                    verdict = watch.verdict(states, time.monotonic())
+                    if verdict is not None:
+                        yield TriggerEvent({"status": "stalled", "message": verdict})  # type: ignore[no-untyped-call]
+                        return
                 self.log.info(
                     "topology %s: waiting for txid %d to commit (committed: %d)",
                     self.topology,

@@ -33,3 +33,57 @@ def test_a_cleared_run_older_than_keep_txids_replays_its_own_txid(
     assert (again.txid, again.committed) == (1, False)
     assert zk_store.current_txid() == 6
     assert steps.query_state("n").get() == 6
+
+
+@pytest.fixture(params=["zookeeper", "memory"])
+def any_store(request: pytest.FixtureRequest) -> object:
+    if request.param == "memory":
+        from airflow_trident.coordination.memory import MemoryCoordinatorStore
+
+        return MemoryCoordinatorStore("runs_index")
+    return request.getfixturevalue("zk_store")
+
+
+def test_runs_of_txid_lists_the_first_run_and_every_replay_in_binding_order(
+    any_store: CoordinatorStore,
+) -> None:
+    # Given runs bound to new txids, a replay of txid 1 and a backfill run binding txid 3
+    store = any_store
+    assert store.bind_run("scheduled__a/1") == 1
+    assert store.bind_run("scheduled__b") == 2
+    assert store.bind_run("manual__replay", 1) == 1
+    assert store.bind_new_run("trident_new__txid_3", 3) == 3
+    store.bind_run("scheduled__a/1")  # a retried begin binds nothing new
+    # When the runs of each txid are listed
+    # Then each txid names its runs, the first binding first, nothing twice
+    assert store.runs_of_txid(1) == ["scheduled__a/1", "manual__replay"]
+    assert store.runs_of_txid(2) == ["scheduled__b"]
+    assert store.runs_of_txid(3) == ["trident_new__txid_3"]
+    assert store.runs_of_txid(4) == []
+
+
+def test_runs_of_txid_is_pruned_with_the_run_bindings(zk_store: CoordinatorStore) -> None:
+    # Given three bound runs
+    for i in range(1, 4):
+        zk_store.bind_run(f"run{i}")
+    # When bindings below txid 3 are cleaned up
+    zk_store.cleanup_before(3, runs_before=3)
+    # Then the index of txids 1 and 2 is gone with them, txid 3's stays
+    assert (zk_store.runs_of_txid(1), zk_store.runs_of_txid(2)) == ([], [])
+    assert zk_store.runs_of_txid(3) == ["run3"]
+    assert zk_store.txid_for_run("run1") is None
+
+
+def test_a_binding_without_its_index_node_gets_it_on_the_next_begin(
+    zk_store: CoordinatorStore,
+) -> None:
+    # Given a run whose index node is missing (a begin killed between the two writes of a
+    # replay binding, or a binding made before the index existed)
+    zk_store.bind_run("first")
+    zk_store.bind_run("replay", 1)
+    zk_store.client.delete(zk_store.paths.txid_run(1, "replay"))
+    assert zk_store.runs_of_txid(1) == ["first"]
+    # When the run's begin runs again
+    assert zk_store.bind_run("replay") == 1
+    # Then the index lists it again
+    assert zk_store.runs_of_txid(1) == ["first", "replay"]

@@ -2,8 +2,9 @@
 (:mod:`airflow_trident.testing.scheduler_faults`; the long run is ``scripts/faults-scheduler.sh``).
 
 A killed commit task, a ZooKeeper and a PostgreSQL ``kill -9`` and restart, the UI's Clear of a
-committed run, and a backfill over committed txids, while pipelined runs
-commit: the states must equal the reference key by key, the ledger must hold txids 1..N.
+committed run and of a failed one (the later runs waiting for it give their slots back), and a
+backfill over committed txids, while pipelined runs commit: the states must equal the
+reference key by key, the ledger must hold txids 1..N.
 The seed is random unless ``TRIDENT_FAULT_SEED`` is set; it is printed and in the assertion
 message. Slow: ~3-4 min (servers and Airflow ~40 s, the batches and faults the rest).
 """
@@ -35,9 +36,7 @@ def test_one_of_each_fault_under_a_real_scheduler(tmp_path: Path, pg_url: str) -
         batches=8,
         commit_kills=1,
         committed_clears=1,
-        # a cleared failed run cannot start while later runs hold every max_active_batches slot
-        # waiting for it (open: docs/reliability.md); the long run still injects it
-        failed_runs=0,
+        failed_runs=1,
         zookeeper_restarts=1,
         postgres_restarts=1,
         backfill_txids=2,
@@ -53,7 +52,7 @@ def test_one_of_each_fault_under_a_real_scheduler(tmp_path: Path, pg_url: str) -
 
     # Then: every fault was injected, and the final state is the reference's, key by key
     injected = {kind for kind, _ in report.injected}
-    wanted = set(FAULT_KINDS) - {"failed_run"}
+    wanted = set(FAULT_KINDS)
     assert injected == wanted, f"seed={seed}: not injected {report.not_injected}"
     assert report.differences == [], summary
     assert report.problems == [], summary
