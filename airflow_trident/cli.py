@@ -331,10 +331,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     build.add_argument("--to-txid", type=int, default=None, help="default: last committed")
     build.add_argument("--state-conn-id", default=None)
     build.add_argument("--source-topology", default=None, help="whose archive (default: same)")
+    ask = commands.add_parser("drpc", help="answer a DRPC request from committed state")
+    ask.add_argument("dag_id")
+    ask.add_argument("function")
+    ask.add_argument("args")
+    show = commands.add_parser("status", help="show txids, batches in flight, commits, lag")
+    show.add_argument("dag_id", help="a DAG made by trident_dag")
+    show.add_argument("--json", action="store_true", help="print JSON instead of text")
+    show.add_argument("--last", type=int, default=10, help="how many last commits (default 10)")
     args = parser.parse_args(argv)
     try:
+        if args.command == "status":
+            from airflow_trident.status import status_command
+
+            return status_command(args.dag_id, as_json=args.json, last=args.last)
         if args.command == "rebuild":
             return rebuild(args)
+        if args.command == "drpc":
+            from airflow_trident.hooks.drpc import drpc_command
+
+            return drpc_command(args.dag_id, args.function, args.args)
         return backfill(args.dag_id, args.from_txid, args.to_txid, dry_run=args.dry_run)
     except (ValueError, LookupError, TridentError) as exc:
         _error(str(exc))

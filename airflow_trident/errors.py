@@ -20,8 +20,13 @@ __all__ = [
     "CommitOrderError",
     "ConfigurationError",
     "CoordinatorUnavailableError",
+    "DRPCArgumentsError",
+    "DRPCCommitInProgressError",
+    "DRPCError",
+    "DRPCUnknownFunctionError",
     "FailedException",
     "InvalidNameError",
+    "MalformedRecordError",
     "MetadataError",
     "MetadataNotSerializableError",
     "NotExactlyOnceError",
@@ -116,3 +121,26 @@ class SpoutEmitError(BatchFailedError):
 
 class SpoutUnavailableError(SpoutEmitError, ConnectionError):
     """A spout's emitter could not reach its source (it raised a ``ConnectionError``)."""
+
+
+class MalformedRecordError(SpoutEmitError):
+    """A source record that cannot be read as the spout's fields (the message names the file and
+    the line); the batch fails and nothing is committed (or configure a dead-letter location)."""
+
+
+class DRPCError(TridentError):
+    """A DRPC request that could not be answered (see its subclasses for why)."""
+
+
+class DRPCUnknownFunctionError(DRPCError, LookupError):
+    """A DRPC request to a function the topology does not define (HTTP 404)."""
+
+
+class DRPCArgumentsError(DRPCError, ValueError):
+    """A DRPC request whose arguments are not a string, or that a step of the DRPC stream
+    failed on (HTTP 400); the step's own error is the ``__cause__``."""
+
+
+class DRPCCommitInProgressError(DRPCError, ConnectionError):
+    """A DRPC request that needs a value a commit in progress is writing and whose committed
+    value the state does not keep (transactional state without ``prev``); retry (HTTP 503)."""

@@ -216,6 +216,7 @@ class TridentTopology:
                     f"{streams[0].node_id!r} has {list(fields)}; project them to the same arity"
                 )
                 raise TopologyError(msg)
+        self.check_drpc_apart(streams, "merge")
         parents = tuple(s.node_id for s in streams)
         node = self.add_node(lambda step: MergeNode(step, parents, fields), kind="merge", name=name)
         return Stream(self, node.id)
@@ -253,6 +254,7 @@ class TridentTopology:
         for s, k in zip(streams, keys, strict=True):
             s.check_fields("join", k)
             others.append(tuple(f for f in s.fields if f not in k))
+        self.check_drpc_apart(streams, "join")
         out = as_fields(output_fields)
         width = len(keys[0]) + sum(len(o) for o in others)
         if len(out) != width:
@@ -275,6 +277,54 @@ class TridentTopology:
             name=name,
         )
         return Stream(self, node.id)
+
+    def drpc_sources(self, node_id: str) -> tuple[set[str], bool]:
+        """The DRPC functions feeding step ``node_id``, and whether a batch source (a spout, a
+        state's new values) feeds it too."""
+        functions: set[str] = set()
+        batch = False
+        seen: set[str] = set()
+        todo = [node_id]
+        while todo:
+            step = todo.pop()
+            if step in seen:
+                continue
+            seen.add(step)
+            node = self.nodes[step]
+            if isinstance(node, DrpcNode):
+                functions.add(node.function)
+            elif not node.parents:
+                batch = True
+            todo.extend(node.parents)
+        return functions, batch
+
+    def check_drpc_apart(self, streams: Sequence[Stream], call: str) -> None:
+        """Refuse to ``call`` (merge or join) a DRPC stream with a batch stream, or the streams
+        of two DRPC functions: a request is its own batch, with no txid (as in Trident).
+
+        Raises
+        ------
+        TopologyError
+            Naming the streams and why.
+        """
+        kinds = [(s.node_id, *self.drpc_sources(s.node_id)) for s in streams]
+        functions = {f for _, fs, _ in kinds for f in fs}
+        batch = [step for step, _, is_batch in kinds if is_batch]
+        drpc = [step for step, fs, _ in kinds if fs]
+        if functions and (batch or len(functions) > 1):
+            what = (
+                f"the DRPC stream(s) {drpc} (function(s) {sorted(functions)}) with the batch "
+                f"stream(s) {batch}"
+                if batch
+                else f"the streams of DRPC functions {sorted(functions)}"
+            )
+            msg = (
+                f"{call}: cannot {call} {what} in topology {self.name!r}: each DRPC request is "
+                f"its own batch with no txid, so it never meets a spout's batch. Hint: read "
+                f"what the batch stream computes through its state, with state_query on the "
+                f"DRPC stream"
+            )
+            raise TopologyError(msg)
 
     def state(self, name: str) -> TridentState:
         """The state called ``name`` (created by a persist step of this topology)."""

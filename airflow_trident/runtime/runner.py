@@ -38,7 +38,6 @@ from typing import Any
 
 from airflow_trident.coordination.memory import MemoryCoordinatorStore
 from airflow_trident.coordination.protocol import CoordinatorStoreProtocol
-from airflow_trident.graph import DrpcNode
 from airflow_trident.runtime.ledger import CommitLedger
 from airflow_trident.runtime.staging import StagingArea
 from airflow_trident.runtime.steps import BatchReport, BatchSteps
@@ -111,21 +110,10 @@ class LocalRunner:
         return self.steps.query_state(name)
 
     def drpc(self, function: str, args: str) -> list[Row]:
-        """Run the DRPC stream of ``function`` for one request; return its final tuples."""
-        node_id = self.topology.drpc_functions[function]
-        node = self.topology.nodes[node_id]
-        assert isinstance(node, DrpcNode)
-        processor = self.steps.processor
-        result = processor.process(0, {node_id: {"0": [(args,)]}}, phase="process")
-        last = self._last_stage_from(node_id)
-        return [r for part in result.outputs[last] for r in part]
+        """Run the DRPC stream of ``function`` for one request against committed state; return
+        its final tuples (see :class:`~airflow_trident.drpc.DRPCExecutor`)."""
+        from airflow_trident.drpc import DRPCExecutor
 
-    def _last_stage_from(self, source_id: str) -> str:
-        plan = self.steps.processor.plan
-        reached = {s.id for s in plan.stages if s.source is not None and s.source.id == source_id}
-        last = next(iter(reached))
-        for stage in plan.stages:
-            if any(i.stage in reached for i in stage.inputs):
-                reached.add(stage.id)
-                last = stage.id
-        return last
+        return DRPCExecutor(self.topology, store=self.store, states=self.steps.states).execute(
+            function, args
+        )

@@ -28,7 +28,7 @@ TransactionalValue(txid=4, val=6)
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from airflow_trident.errors import StateBehindError
@@ -55,6 +55,12 @@ class TransactionalValue(Generic[T]):
 
     txid: int
     val: T
+    prev: T | None = field(default=None, repr=False, compare=False)
+    """The value before batch :attr:`txid` (``None``: the key was absent), when
+    :attr:`has_prev`; committed-only reads (DRPC) answer with it while the commit of
+    :attr:`txid` is in progress. Not part of equality or ``repr``."""
+    has_prev: bool = field(default=False, repr=False, compare=False)
+    """Whether :attr:`prev` is known (a store that does not keep it leaves this ``False``)."""
 
     def apply(self, batch_txid: int, updater: Callable[[T], T]) -> TransactionalValue[T]:
         """Return the value after batch ``batch_txid``; ``self`` if that batch already applied.
@@ -68,7 +74,7 @@ class TransactionalValue(Generic[T]):
             return self
         if batch_txid < self.txid:
             raise _behind(batch_txid, self.txid, "transactional")
-        return TransactionalValue(batch_txid, updater(self.val))
+        return TransactionalValue(batch_txid, updater(self.val), self.val, True)
 
     def get(self, batch_txid: int | None) -> T:
         """The value as seen by batch ``batch_txid`` (``None`` reads the latest)."""
@@ -119,7 +125,7 @@ def apply_transactional(
 ) -> TransactionalValue[Any]:
     """Apply ``updater`` under the transactional rule; ``stored`` may be absent."""
     if stored is None:
-        return TransactionalValue(batch_txid, updater(None))
+        return TransactionalValue(batch_txid, updater(None), None, True)
     return stored.apply(batch_txid, updater)
 
 

@@ -43,6 +43,11 @@ class CachedMap:
         self._cache: OrderedDict[Key, Any] = OrderedDict()
         self._pending: dict[Key, Any] = {}
 
+    @property
+    def delegate(self) -> BackingMap:
+        """The store behind the cache (committed-only reads bypass the cache)."""
+        return self._delegate
+
     def multi_get(self, keys: Sequence[Key]) -> list[Any]:
         found: dict[Key, Any] = {}
         missing: list[Key] = []

@@ -56,7 +56,19 @@ class TransactionalMap(RuleMap):
     def multi_put(self, keys: Sequence[Key], values: Sequence[Any]) -> None:
         check_same_length(keys, values, f"state {self.name!r}: multi_put")
         txid = self._require_txid("multi_put")
-        for stored in self._backing.multi_get(keys):
+        stored_values: list[TransactionalValue[Any] | None] = self._backing.multi_get(keys)
+        for stored in stored_values:
             if stored is not None:
                 stored.get(txid)  # raises StateBehindError before anything is written
-        self._backing.multi_put(keys, [TransactionalValue(txid, v) for v in values])
+        self._backing.multi_put(
+            keys, [_put(s, txid, v) for s, v in zip(stored_values, values, strict=True)]
+        )
+
+
+def _put(stored: TransactionalValue[Any] | None, txid: int, value: Any) -> TransactionalValue[Any]:
+    """``value`` stored by batch ``txid`` with the value before that batch as ``prev``."""
+    if stored is None:
+        return TransactionalValue(txid, value, None, True)
+    if stored.txid == txid:  # a replay overwrites: the value before the batch is unchanged
+        return TransactionalValue(txid, value, stored.prev, stored.has_prev)
+    return TransactionalValue(txid, value, stored.val, True)

@@ -293,6 +293,16 @@ class SqlBackingMap:
             else:
                 self._rows.put(conn, rows)
 
+    def items(self) -> list[tuple[Key, Any]]:
+        """Every stored ``(key, value)`` of the table, in key order (a full scan: for
+        ``TupleCollectionGet`` on small states)."""
+        layout = self.layout
+        columns = [*layout.key_columns, *(layout.table.c[c] for c in layout.stored_columns)]
+        n = len(layout.key_fields)
+        with self._transaction("items", write=False) as conn:
+            rows = conn.execute(sa.select(*columns).order_by(*layout.key_columns)).all()
+        return [(tuple(row[:n]), self.codec.decode(*row[n:])) for row in rows]
+
     # -- TxidIndexedBackingMap ------------------------------------------------------------
     def keys_at_txid(self, txid: int) -> list[Key]:
         """The keys whose row was written by batch ``txid`` (as ``multi_get`` takes them)."""

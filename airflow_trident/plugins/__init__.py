@@ -1,0 +1,1 @@
+"""Airflow plugins of airflow-trident (registered under the ``airflow.plugins`` entry point)."""
