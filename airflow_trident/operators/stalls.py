@@ -170,7 +170,7 @@ def wait_watching(
 ) -> bool:
     """Poll ``ready()`` every ``poll_s`` until it is true (``True``) or ``timeout_s`` passed
     (``False``); every :data:`STALL_CHECK_S`, ask ``watch`` about the runs of txid-1
-    (``runs()``) and raise :class:`~airflow.exceptions.AirflowFailException` on a verdict."""
+    (``runs()``) and raise :class:`~airflow.sdk.exceptions.AirflowFailException` on a verdict."""
     start = time.monotonic()
     checked = start
     while not ready():
@@ -181,7 +181,7 @@ def wait_watching(
             checked = now
             verdict = watch.verdict(states(watch.dag_id, runs()), now)
             if verdict is not None:
-                from airflow.exceptions import AirflowFailException
+                from airflow.sdk.exceptions import AirflowFailException
 
                 log.error("%s", verdict)
                 raise AirflowFailException(verdict)
