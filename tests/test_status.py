@@ -1,0 +1,126 @@
+"""``airflow-trident status DAG_ID [--json]``, run as a user runs it: a child process in an
+isolated Airflow home whose DAGs folder holds a Trident DAG, after real batches of that DAG's
+topology (committed ones, one processed, one begun) in the real ZooKeeper and PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+import sqlalchemy as sa
+
+from airflow_trident.coordination.client import ZkConfig, connect
+from airflow_trident.coordination.paths import CoordinatorPaths
+from airflow_trident.coordination.store import CoordinatorStore
+from airflow_trident.runtime.ledger import CommitLedger
+from airflow_trident.testing.airflow import AirflowHome, prepare_airflow_home
+from airflow_trident.testing.status import (
+    STATUS_DAG_FILE,
+    run_batches,
+    status_env,
+    topology_steps,
+)
+
+pytestmark = pytest.mark.integration
+
+DAG_ID = "trident_status_cli"
+
+
+@dataclass(frozen=True)
+class StatusHome:
+    home: AirflowHome
+    env: dict[str, str]
+    topology: str
+    pg_url: str
+
+    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        command = ["timeout", "-s", "KILL", "120", sys.executable, "-m", "airflow_trident.cli"]
+        return subprocess.run(
+            [*command, "status", *args], env=self.home.env(self.env), cwd=self.home.path,
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def status_home(
+    tmp_path_factory: pytest.TempPathFactory, zk_hosts: str, pg_url: str
+) -> Iterator[StatusHome]:
+    root = tmp_path_factory.mktemp("status_cli")
+    (root / "dags").mkdir()
+    (root / "dags" / "status_dags.py").write_text(STATUS_DAG_FILE)
+    home = prepare_airflow_home(root / "airflow", dags_folder=root / "dags", migrate=False)
+    zk = ZkConfig(hosts=zk_hosts, root="/trident_test_status", timeout=5.0)
+    topology = f"status_{uuid.uuid4().hex[:10]}"
+    env = status_env(dag_id=DAG_ID, topology=topology, zk=zk, state_url=pg_url,
+                     staging_root=str(root / "staging"))  # fmt: skip
+    with topology_steps(env, zk, pg_url) as steps:
+        steps.store.delete_all()
+        run_batches(steps, committed=3, processed=1, begun=1)
+    yield StatusHome(home, env, topology, pg_url)
+    client = connect(zk)
+    CoordinatorStore(client, CoordinatorPaths(zk.root, topology)).delete_all()
+    client.stop()
+    with sa.create_engine(pg_url).begin() as conn:
+        conn.execute(sa.text(f'DROP TABLE IF EXISTS "{topology}"'))
+
+
+def test_status_prints_txids_batches_in_flight_commits_and_lag(status_home: StatusHome) -> None:
+    # When a user asks for the DAG's status
+    done = status_home.run(DAG_ID)
+    # Then it exits 0 and prints the report on stdout
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    assert lines[0] == (f"topology {status_home.topology} (DAG {DAG_ID}): committed txid 3, "
+                        f"allocated txid 5, 2 batches in flight")  # fmt: skip
+    assert any(line.startswith("  txid 4  attempt 1  processed  since ") for line in lines)
+    assert any(line.startswith("  txid 5  attempt 0  begun  since ") and line.endswith(
+        "run run_5") for line in lines)  # fmt: skip
+    commits = [line for line in lines if "records in" in line]
+    assert [c.split()[1] for c in commits] == ["3", "2", "1"]  # newest first
+    assert all("records in 4  keys written counts=" in c for c in commits)
+    assert "  sentences/p0: 12 after txid 4" in lines
+    assert "  sentences/p1: 12 after txid 4" in lines
+
+
+def test_status_json_matches_the_ledger(status_home: StatusHome) -> None:
+    # When the status is asked for as JSON
+    done = status_home.run(DAG_ID, "--json")
+    # Then stdout is only the JSON document, and its commits are the ledger's rows
+    assert done.returncode == 0, done.stderr[-3000:]
+    data = json.loads(done.stdout)
+    rows = CommitLedger(status_home.pg_url).rows(status_home.topology)
+    assert [(c["txid"], c["attempt_id"], c["records_in"], c["keys_written"])
+            for c in data["commits"]] == [
+        (r["txid"], r["attempt_id"], r["records_in"], json.loads(r["keys_written"])) for r in rows
+    ]  # fmt: skip
+    assert (data["committed_txid"], data["allocated_txid"]) == (3, 5)
+    assert [(b["txid"], b["phase"]) for b in data["in_flight"]] == [(4, "processed"), (5, "begun")]
+    assert all(c["process_seconds"] is not None and c["commit_seconds"] is not None
+               for c in data["commits"])  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("dag_id", "says"),
+    [
+        ("trident_status_no_connection", "trident_status_undefined"),
+        ("no_such_dag", "DAG 'no_such_dag' is not in the DAGs folder"),
+    ],
+)
+def test_a_missing_connection_or_dag_is_one_line_and_exit_2(
+    status_home: StatusHome, dag_id: str, says: str
+) -> None:
+    # When the DAG's ZooKeeper connection is not defined, or the DAG does not exist
+    done = status_home.run(dag_id)
+    # Then the command exits 2 with one line naming it and a hint, without a traceback
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    errors = [line for line in done.stderr.splitlines() if line.startswith("airflow-trident:")]
+    assert len(errors) == 1, done.stderr[-3000:]
+    assert says in errors[0]
+    assert "Hint:" in errors[0]
+    assert done.stdout == ""
