@@ -60,6 +60,67 @@ _CONNECTION_TYPES: tuple[dict[str, Any], ...] = (
                 "description": "ZooKeeper session timeout requested by the client.",
                 "schema": {"type": ["number", "null"], "default": 10, "minimum": 0},
             },
+            # TLS and SASL: kazoo's KazooClient(use_ssl=..., ca=..., sasl_options=...)
+            "use_ssl": {
+                "label": "Use TLS",
+                "description": "Connect with TLS (the servers' secureClientPort).",
+                "schema": {"type": ["boolean", "null"], "default": False},
+            },
+            "ca": {
+                "label": "TLS CA file",
+                "description": "PEM file of the CA that signed the servers' certificates.",
+                "schema": {"type": ["string", "null"]},
+            },
+            "certfile": {
+                "label": "TLS client certificate",
+                "description": "PEM client certificate, when the servers require client auth.",
+                "schema": {"type": ["string", "null"]},
+            },
+            "keyfile": {
+                "label": "TLS client key",
+                "description": "PEM key of the client certificate.",
+                "schema": {"type": ["string", "null"]},
+            },
+            "keyfile_password": {
+                "label": "TLS client key password",
+                "description": "Password of an encrypted client key.",
+                "schema": {"type": ["string", "null"], "format": "password"},
+            },
+            "verify_certs": {
+                "label": "Verify server certificate",
+                "description": "Turn off only for a test server.",
+                "schema": {"type": ["boolean", "null"], "default": True},
+            },
+            "check_hostname": {
+                "label": "Check TLS host name",
+                "description": "Check that the server certificate names the host connected to.",
+                "schema": {"type": ["boolean", "null"], "default": False},
+            },
+            "sasl_mechanism": {
+                "label": "SASL mechanism",
+                "description": "DIGEST-MD5 (a JAAS user of the servers) or GSSAPI (Kerberos).",
+                "schema": {"type": ["string", "null"], "enum": ["DIGEST-MD5", "GSSAPI", None]},
+            },
+            "sasl_username": {
+                "label": "SASL user",
+                "description": "DIGEST-MD5 user.",
+                "schema": {"type": ["string", "null"]},
+            },
+            "sasl_password": {
+                "label": "SASL password",
+                "description": "DIGEST-MD5 password.",
+                "schema": {"type": ["string", "null"], "format": "password"},
+            },
+            "sasl_service": {
+                "label": "SASL service",
+                "description": "Kerberos service name of the servers (default zookeeper).",
+                "schema": {"type": ["string", "null"]},
+            },
+            "sasl_principal": {
+                "label": "SASL principal",
+                "description": "Kerberos principal of the client (GSSAPI, optional).",
+                "schema": {"type": ["string", "null"]},
+            },
         },
     },
     {

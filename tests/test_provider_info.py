@@ -118,12 +118,18 @@ def test_airflow_registers_the_custom_connection_fields(airflow_home: AirflowHom
         for w in json.loads(done.stdout)
         if w["package_name"] == "airflow-trident"
     }
-    assert fields == {
-        "extra__trident_zookeeper__root",
-        "extra__trident_zookeeper__timeout",
-        "extra__trident_zookeeper__session_timeout",
-        "extra__trident_state__dialect",
+    declared = {
+        f"extra__{c['connection-type']}__{name}"
+        for c in get_provider_info()["connection-types"]
+        for name in c["conn-fields"]
     }
+    assert fields == declared
+    assert {
+        "extra__trident_zookeeper__root",
+        "extra__trident_zookeeper__use_ssl",
+        "extra__trident_zookeeper__sasl_password",
+        "extra__trident_state__dialect",
+    } <= fields
 
 
 def test_listed_modules_import() -> None:

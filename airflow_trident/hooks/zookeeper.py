@@ -10,8 +10,17 @@ port          port of the hosts given without one (default 2181)
 schema        chroot (``/apps`` or ``apps``), shown as "Chroot" in the UI
 login         digest user: every znode created through the hook gets a digest ACL for it
 password      digest password (never logged, never in ``repr``)
-extra         ``root`` (default ``/trident``), ``timeout``, ``session_timeout`` (seconds)
+extra         ``root`` (default ``/trident``), ``timeout``, ``session_timeout`` (seconds);
+              TLS: ``use_ssl``, ``ca``, ``certfile``, ``keyfile``, ``keyfile_password``,
+              ``verify_certs`` (default true), ``check_hostname`` (default false);
+              SASL: ``sasl_mechanism`` (``DIGEST-MD5`` or ``GSSAPI``), ``sasl_username``,
+              ``sasl_password``, ``sasl_service`` (default ``zookeeper``), ``sasl_principal``
 ============  ==================================================================================
+
+TLS and SASL map onto kazoo's ``KazooClient(use_ssl=..., ca=..., sasl_options=...)``
+(:class:`~airflow_trident.coordination.client.ZkTls`,
+:class:`~airflow_trident.coordination.client.ZkSasl`); the files must exist at those paths on
+every machine that reaches ZooKeeper (workers, triggerer, Spark driver).
 
 Give connections as JSON (``AIRFLOW_CONN_<ID>='{"conn_type": "trident_zookeeper", ...}'``): a URI
 cannot carry several hosts.
@@ -25,6 +34,15 @@ Examples
 >>> config = ZooKeeperHook(zookeeper_conn_id="zk_doc").get_config()
 >>> config.connect_string, config.root, config.timeout
 ('zk1:2181,zk2:2182/apps', '/etl', 3.0)
+>>> os.environ["AIRFLOW_CONN_ZK_DOC"] = json.dumps(
+...     {"conn_type": "trident_zookeeper", "host": "zk1:2281",
+...      "extra": {"use_ssl": True, "ca": "/etc/zk/ca.pem", "sasl_mechanism": "DIGEST-MD5",
+...                "sasl_username": "etl", "sasl_password": "not-shown"}})
+>>> config = ZooKeeperHook(zookeeper_conn_id="zk_doc").get_config()
+>>> config.tls
+ZkTls(ca='/etc/zk/ca.pem', certfile=None, keyfile=None, verify_certs=True, check_hostname=False)
+>>> config.sasl
+ZkSasl(mechanism='DIGEST-MD5', username='etl', service='zookeeper', principal=None)
 >>> del os.environ["AIRFLOW_CONN_ZK_DOC"]
 """
 
@@ -37,14 +55,18 @@ from airflow.sdk import BaseHook
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoAuthError
 
-from airflow_trident.coordination.client import ZkConfig, connect
+from airflow_trident.coordination.client import ZkConfig, ZkSasl, ZkTls, connect
 from airflow_trident.errors import ConfigurationError, TridentError
 from airflow_trident.get_provider_info import ui_field_behaviour
 
 __all__ = ["ZooKeeperHook"]
 
 _DEFAULT_PORT = 2181
-_EXTRAS = ("root", "timeout", "session_timeout")
+_TLS_EXTRAS = ("use_ssl", "ca", "certfile", "keyfile", "keyfile_password", "verify_certs",
+               "check_hostname")  # fmt: skip
+_SASL_EXTRAS = ("sasl_mechanism", "sasl_username", "sasl_password", "sasl_service",
+                "sasl_principal")  # fmt: skip
+_EXTRAS = ("root", "timeout", "session_timeout", *_TLS_EXTRAS, *_SASL_EXTRAS)
 
 
 class ZooKeeperHook(BaseHook):
@@ -104,6 +126,8 @@ class ZooKeeperHook(BaseHook):
             if value is not None:
                 options[key] = _seconds(value, where, key)
         try:
+            options["tls"] = _tls(extra)
+            options["sasl"] = _sasl(extra)
             return ZkConfig(username=conn.login or None, password=conn.password or None, **options)
         except ConfigurationError as exc:  # ZkConfig's own checks do not know the connection id
             msg = f"{where}: {exc}"
@@ -190,6 +214,47 @@ def _prefixed(key: str) -> str:
 def _extra(extra: dict[str, Any], key: str) -> Any:
     value = extra.get(key, extra.get(_prefixed(key)))
     return None if value == "" else value
+
+
+def _tls(extra: dict[str, Any]) -> ZkTls | None:
+    files = {key: _extra(extra, key) for key in ("ca", "certfile", "keyfile")}
+    if not _flag(extra, "use_ssl", default=False):
+        given = sorted(key for key, value in files.items() if value)
+        if given:
+            msg = f"extras {given} are set but use_ssl is not; hint: set use_ssl to true"
+            raise ConfigurationError(msg)
+        return None
+    return ZkTls(
+        **files,
+        keyfile_password=_extra(extra, "keyfile_password"),
+        verify_certs=_flag(extra, "verify_certs", default=True),
+        check_hostname=_flag(extra, "check_hostname", default=False),
+    )
+
+
+def _sasl(extra: dict[str, Any]) -> ZkSasl | None:
+    mechanism = _extra(extra, "sasl_mechanism")
+    if mechanism is None:
+        return None
+    return ZkSasl(
+        mechanism=str(mechanism).upper(),
+        username=_extra(extra, "sasl_username"),
+        password=_extra(extra, "sasl_password"),
+        service=_extra(extra, "sasl_service") or "zookeeper",
+        principal=_extra(extra, "sasl_principal"),
+    )
+
+
+def _flag(extra: dict[str, Any], key: str, *, default: bool) -> bool:
+    value = _extra(extra, key)
+    if value is None:
+        return default
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false", "1", "0"):
+        return value.strip().lower() in ("true", "1")
+    msg = f"extra {key!r} must be true or false, got {value!r}"
+    raise ConfigurationError(msg)
 
 
 def _hosts(host: str | None, port: int | None, where: str) -> str:

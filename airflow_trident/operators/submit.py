@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import airflow_trident.runtime
-from airflow_trident.coordination.client import ZkConfig
+from airflow_trident.coordination.client import ZkConfig, security_env
 from airflow_trident.state.sql.factory import STATE_URL_ENV
 
 __all__ = [
@@ -80,10 +80,11 @@ def job_conf(conf: Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 def job_secrets(zookeeper: ZkConfig, url: str | None) -> dict[str, str]:
-    """The secrets the job reads from its environment: the ZooKeeper digest password and the
+    """The secrets the job reads from its environment: the ZooKeeper digest password, its TLS
+    and SASL settings (:func:`~airflow_trident.coordination.client.security_env`) and the
     state database URL (:meth:`TridentHook.state_url
     <airflow_trident.hooks.trident.TridentHook.state_url>`)."""
-    secrets = {}
+    secrets = security_env(zookeeper)
     if zookeeper.password:
         secrets[ZK_PASSWORD_ENV] = zookeeper.password
     if url is not None:
