@@ -60,8 +60,9 @@ EOF
         [ -f /usr/share/java/slf4j-simple.jar ] && cp="$cp:/usr/share/java/slf4j-simple.jar"
         log "zookeeper: starting on 127.0.0.1:$ZK_PORT (log: $ZK_DIR/server.log)"
         # setsid: detach from our process group so the server outlives this script.
-        setsid java -Xmx512m -cp "$cp" org.apache.zookeeper.server.ZooKeeperServerMain \
-            "$ZK_DIR/zoo.cfg" >"$ZK_DIR/server.log" 2>&1 </dev/null &
+        (close_inherited_fds; exec setsid java -Xmx512m -cp "$cp" \
+            org.apache.zookeeper.server.ZooKeeperServerMain "$ZK_DIR/zoo.cfg") \
+            >"$ZK_DIR/server.log" 2>&1 </dev/null &
         echo $! >"$ZK_PID"
     fi
     for _ in $(seq 60); do
@@ -90,6 +91,14 @@ zk_status() {
 }
 
 # ---------------------------------------------------------------- PostgreSQL
+close_inherited_fds() { # in a subshell: close every fd above 2 that a caller passed down, so
+    # a server started here never keeps a caller's lock (`flock /tmp/x bash scripts/test.sh`)
+    local fd
+    for fd in /proc/"$BASHPID"/fd/*; do
+        fd=${fd##*/}
+        if [ "$fd" -gt 2 ] 2>/dev/null; then eval "exec $fd>&-" 2>/dev/null || true; fi
+    done
+}
 as_pg() { # run a command as the postgres OS user (from / so cwd is always readable)
     if [ "$(id -u)" = 0 ]; then (cd / && runuser -u postgres -- "$@"); else (cd / && "$@"); fi
 }
@@ -135,7 +144,8 @@ pg_start() {
         pg_ready && die "port $PG_PORT is used by another PostgreSQL; set TRIDENT_PG_PORT"
         pg_init
         log "postgres: starting on 127.0.0.1:$PG_PORT (log: $PG_DIR/server.log)"
-        if ! as_pg "$PG_BIN/pg_ctl" -D "$PG_DATA" -l "$PG_DIR/server.log" -w -t 30 start >/dev/null; then
+        if ! (close_inherited_fds; as_pg "$PG_BIN/pg_ctl" -D "$PG_DATA" -l "$PG_DIR/server.log" \
+                -w -t 30 start >/dev/null); then
             tail -n 30 "$PG_DIR/server.log" >&2 || true
             die "postgres did not start (log tail above)"
         fi
