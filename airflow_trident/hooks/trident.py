@@ -27,9 +27,7 @@ from airflow_trident.hooks.state_store import StateStoreHook
 from airflow_trident.hooks.zookeeper import ZooKeeperHook
 from airflow_trident.runtime.lifecycle import zookeeper_batch_steps
 from airflow_trident.runtime.reference import load_topology
-from airflow_trident.runtime.runner import LocalRunner
 from airflow_trident.runtime.steps import BatchSteps
-from airflow_trident.state.binding import StateBinding
 from airflow_trident.state.sql.factory import STATE_URL_ENV
 
 __all__ = ["TridentHook"]
@@ -96,8 +94,14 @@ class TridentHook(BaseHook):
     def drpc(self, topology: str, function: str, args: str) -> list[tuple[Any, ...]]:
         """Answer one request of the DRPC stream ``function`` of the topology
         ``module:attribute`` in this process, from the committed state in the state database."""
-        runner = LocalRunner(load_topology(topology), states=StateBinding(self.state_url()))
-        return runner.drpc(function, args)
+        from airflow_trident.hooks.drpc import DRPCClient
+
+        with DRPCClient(
+            topology=topology,
+            zookeeper_conn_id=self.zookeeper_conn_id,
+            state_conn_id=self.state_conn_id,
+        ) as client:
+            return client.execute_rows(function, args)
 
     def get_conn(self) -> Any:
         """Not a connection of its own: use :meth:`batch_steps`."""
