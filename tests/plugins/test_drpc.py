@@ -102,7 +102,8 @@ def deployment(zk_hosts: str, pg_url: str) -> Iterator[Deployment]:
         runner.run(2)
         values = runner.state("counts").multi_get([(w,) for w in WORDS])
         counts = dict(zip(WORDS, values, strict=True))
-        assert counts["the"] and counts["zebra"] is None
+        assert counts["the"]
+        assert counts["zebra"] is None
         try:
             yield Deployment(env, counts)
         finally:
@@ -151,7 +152,8 @@ def test_the_cli_prints_the_json_list_or_one_line_errors(deployment: Deployment)
     done = _cli(deployment, DAG_ID, "nope", "the")
     assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
     errors = [line for line in done.stderr.splitlines() if line.startswith("airflow-trident:")]
-    assert len(errors) == 1 and "no DRPC function 'nope'" in errors[0], done.stderr[-2000:]
+    assert len(errors) == 1, done.stderr[-2000:]
+    assert "no DRPC function 'nope'" in errors[0]
 
 
 # -- HTTP, through FastAPI's TestClient (plugins/drpc.py) -------------------------------------
