@@ -15,11 +15,12 @@ Examples
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from airflow_trident.coordination.attempt import TransactionAttempt
 from airflow_trident.errors import SpoutEmitError, SpoutUnavailableError
+from airflow_trident.spout.ranges import PartitionRows, SourceRange
 from airflow_trident.state.base import StateType
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "TridentSpout",
     "emit_error",
     "start_partition",
+    "use_progress",
 ]
 
 
@@ -49,24 +51,38 @@ class ListCollector:
     """
 
     def __init__(self) -> None:
-        self.tuples: list[tuple[Any, ...]] = []
         self.partitions: dict[str, list[tuple[Any, ...]]] = {}
+        """Tuples by source partition (each a :class:`~airflow_trident.spout.ranges.PartitionRows`:
+        ranges a spout emitted with :func:`~airflow_trident.spout.ranges.emit_range` are read
+        only when iterated, or natively by Spark)."""
         self.partition: str | None = None
         """The source partition being emitted (``None`` before any)."""
-        self._current: list[tuple[Any, ...]] | None = None
+        self._current: PartitionRows | None = None
+
+    @property
+    def tuples(self) -> list[tuple[Any, ...]]:
+        """Every tuple, partition after partition (ranges read here)."""
+        return [row for part in self.partitions.values() for row in part]
 
     def start_partition(self, partition: str) -> None:
         """Tuples emitted from now on come from ``partition``."""
         self.partition = partition
-        self._current = self.partitions.setdefault(partition, [])
+        current = self.partitions.setdefault(partition, PartitionRows())
+        assert isinstance(current, PartitionRows)
+        self._current = current
 
-    def emit(self, values: Sequence[Any]) -> None:
-        row = tuple(values)
-        self.tuples.append(row)
+    def _partition(self) -> PartitionRows:
         if self._current is None:
             self.start_partition("0")
         assert self._current is not None
-        self._current.append(row)
+        return self._current
+
+    def emit(self, values: Sequence[Any]) -> None:
+        self._partition().append(tuple(values))
+
+    def add_range(self, source: SourceRange) -> None:
+        """Emit ``source``'s records as a range (read when iterated, or by Spark)."""
+        self._partition().add_range(source)
 
 
 def emit_error(
@@ -98,6 +114,15 @@ def start_partition(collector: Collector, partition: str) -> None:
     start = getattr(collector, "start_partition", None)
     if callable(start):
         start(partition)
+
+
+def use_progress(coordinator: Any, progress: Callable[[str, int], Any]) -> None:
+    """Give a partitioned spout's ``coordinator`` the executor's ``progress(partition, txid)``
+    (the metadata a partition's next batch for ``txid`` starts after), if it asks for it with a
+    ``use_progress`` method (its ``is_ready`` can then say whether new data exists)."""
+    use = getattr(coordinator, "use_progress", None)
+    if callable(use):
+        use(progress)
 
 
 @runtime_checkable

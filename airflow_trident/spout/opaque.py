@@ -19,7 +19,13 @@ from typing import Any, Protocol, runtime_checkable
 
 from airflow_trident.coordination.attempt import TransactionAttempt
 from airflow_trident.errors import BatchFailedError
-from airflow_trident.spout.base import BatchCoordinator, Collector, Emitter, start_partition
+from airflow_trident.spout.base import (
+    BatchCoordinator,
+    Collector,
+    Emitter,
+    start_partition,
+    use_progress,
+)
 from airflow_trident.spout.tx_state import PartitionState
 from airflow_trident.state.base import StateType
 
@@ -136,7 +142,9 @@ class OpaquePartitionedSpoutExecutor:
         return tuple(self.spout.output_fields)
 
     def get_coordinator(self) -> BatchCoordinator:
-        return _Coordinator(self.spout.get_opaque_coordinator())
+        inner = self.spout.get_opaque_coordinator()
+        use_progress(inner, self.start_meta)
+        return _Coordinator(inner)
 
     def get_emitter(self) -> Emitter:
         return _Emitter(self, self.spout.get_opaque_emitter())

@@ -13,7 +13,13 @@ from typing import Any, Protocol, runtime_checkable
 
 from airflow_trident.coordination.attempt import TransactionAttempt
 from airflow_trident.errors import BatchNotReadyError
-from airflow_trident.spout.base import BatchCoordinator, Collector, Emitter, start_partition
+from airflow_trident.spout.base import (
+    BatchCoordinator,
+    Collector,
+    Emitter,
+    start_partition,
+    use_progress,
+)
 from airflow_trident.spout.tx_state import PartitionState
 from airflow_trident.state.base import StateType
 
@@ -163,7 +169,18 @@ class PartitionedTransactionalSpoutExecutor:
         return tuple(self.spout.output_fields)
 
     def get_coordinator(self) -> BatchCoordinator:
-        return _Coordinator(self.spout.get_partitioned_coordinator())
+        inner = self.spout.get_partitioned_coordinator()
+        use_progress(inner, self.progress)
+        return _Coordinator(inner)
+
+    def progress(self, partition: str, txid: int) -> Any:
+        """The metadata of ``partition``'s newest batch emitted before ``txid`` (where its
+        next new batch starts); ``None`` before its first."""
+        earlier = self.state.latest_before(partition, txid)
+        if earlier is None:
+            return None
+        meta = earlier[1]
+        return meta["last"] if isinstance(meta, dict) and meta.get(_SKIPPED) else meta
 
     def get_emitter(self) -> Emitter:
         return _Emitter(self.spout.get_partitioned_emitter(), self.state)

@@ -17,6 +17,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_type, to_arrow_type
 
+from airflow_trident.errors import ConfigurationError
 from airflow_trident.graph import AggregateNode, JoinNode, MergeNode, RepartitionNode
 from airflow_trident.planner.plan import FinalAgg, PersistSink, Stage
 from airflow_trident.runtime.join import join_partitions
@@ -24,7 +25,9 @@ from airflow_trident.runtime.repartition import repartition
 from airflow_trident.runtime.spark import compile as C
 from airflow_trident.runtime.spark.columns import array_of
 from airflow_trident.runtime.spark.frames import Frame, PendingAgg
+from airflow_trident.runtime.spark.native import native_partitions
 from airflow_trident.runtime.spark.python_ops import LocalStep, PartitionerSegment, PythonSegment
+from airflow_trident.spout.ranges import PartitionRows
 from airflow_trident.tuple import Fields
 
 __all__ = [
@@ -64,6 +67,8 @@ def source(
     Exact: one Spark partition per source partition, in name order (the local runtime's).
     """
     parts = sorted(emitted.items())
+    if any(isinstance(part, PartitionRows) and part.native for _, part in parts):
+        return _native_source(spark, fields, parts, columns, exact, sentinel, sample_rows)
     rows = [r for _, part in parts for r in part]
     arrays, names, pickled = [], list(columns), set()
     for name in columns:
@@ -88,6 +93,36 @@ def source(
     types = {c: from_arrow_type(a.type) for c, a in zip(columns, arrays, strict=False)}
     frame = Frame(df, fields, columns, sample, frozenset(pickled), exact, n, sentinel)
     return frame.but(known_types=types)
+
+
+def _native_source(
+    spark: SparkSession,
+    fields: Fields,
+    parts: Sequence[tuple[str, Sequence[Row]]],
+    columns: tuple[str, ...],
+    exact: bool,
+    sentinel: bool,
+    sample_rows: int,
+) -> Frame:
+    """The emitted ranges read by Spark (:mod:`~airflow_trident.runtime.spark.native`): one or
+    more tasks per source partition; exact: one Spark partition per source partition."""
+    native: list[tuple[str, PartitionRows]] = []
+    for name, part in parts:
+        if not isinstance(part, PartitionRows) or part.emitted_rows:
+            msg = (
+                f"source partition {name!r} mixes tuples emitted one by one with ranges: a "
+                f"spout emits either (emit_range for every partition, or emit)"
+            )
+            raise ConfigurationError(msg)
+        native.append((name, part))
+    exact = exact or sentinel
+    df = native_partitions(spark, native, C.PID if exact else None)
+    cols = [C.col(c) for c in columns] or [F.lit(None).cast("boolean").alias(C.ROW)]
+    df = df.select(*cols, C.col(C.PID)) if exact else df.select(*cols)
+    if exact:
+        df = C.exact_partitions(spark, df, C.col(C.PID), max(1, len(parts)), sentinel=sentinel)
+    sample = [list(part[:sample_rows]) for _, part in parts] or [[]]
+    return Frame(df, fields, columns, sample, frozenset(), exact, max(1, len(parts)), sentinel)
 
 
 def moved(

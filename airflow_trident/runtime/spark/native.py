@@ -1,0 +1,85 @@
+"""Source ranges read by Spark (:mod:`airflow_trident.spout.ranges`): a spout's batch as a
+DataFrame that reads exactly the range's files in parallel; the driver never holds the tuples.
+
+A malformed record (``on_malformed="fail"``) fails the Spark job in the same pass as the read
+(``raise_error`` on Spark's corrupt-record column), with a
+:class:`~airflow_trident.errors.MalformedRecordError` naming the file and the record; with
+``"drop"`` (the spout dead-lettered them when it planned the range) Spark skips them.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from airflow_trident.errors import MalformedRecordError
+from airflow_trident.runtime.spark.python_ops import failure_text
+from airflow_trident.spout.ranges import PartitionRows, ReadSpec, SourceRange
+
+__all__ = ["CORRUPT", "native_partitions", "read_range", "read_spec"]
+
+CORRUPT = "_trident_corrupt_record"
+
+
+def _ddl(schema: Sequence[tuple[str, str]]) -> str:
+    return ", ".join(f"`{name}` {kind}" for name, kind in schema)
+
+
+def read_spec(spark: SparkSession, spec: ReadSpec, where: str = "") -> DataFrame:
+    """The DataFrame of ``spec``: its fields, typed, from exactly its files."""
+    names = [name for name, _ in spec.schema]
+    if spec.format == "parquet":
+        df = spark.read.options(**spec.options).parquet(*spec.paths)
+        return df.select(*[F.col(f"`{n}`").cast(k).alias(n) for n, k in spec.schema])
+    ddl = f"{_ddl(spec.schema)}, `{CORRUPT}` STRING"
+    options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT, **spec.options}
+    reader = spark.read.schema(ddl).options(**options)
+    df = reader.json(list(spec.paths)) if spec.format == "json" else reader.csv(list(spec.paths))
+    bad = F.col(CORRUPT).isNotNull()
+    if spec.on_malformed == "drop":
+        df = df.where(~bad)
+    else:
+        df = df.where(F.when(bad, _malformed(where)).otherwise(F.lit(True)))
+    return df.select(*[F.col(f"`{n}`") for n in names])
+
+
+def _malformed(where: str) -> Column:
+    """Fails the task with a ``MalformedRecordError`` naming the file and the record (the
+    driver turns the tagged message back into that error)."""
+    head, tail = failure_text(MalformedRecordError("\x00")).split("\x00")
+    prefix = f"{where}: " if where else ""
+    return F.raise_error(
+        F.concat(
+            F.lit(f"{head}{prefix}malformed record in "),
+            F.input_file_name(),
+            F.lit(": "),
+            F.substring(F.col(CORRUPT), 1, 200),
+            F.lit(
+                "; the batch fails and nothing is committed. Hint: run the batch in-process "
+                "(LocalRunner) to get the line number; fix or remove the record (a new file), "
+                "or give the spout a dead_letter location"
+            ),
+            F.lit(tail),
+        )
+    ).cast("boolean")
+
+
+def read_range(spark: SparkSession, source: SourceRange) -> DataFrame:
+    """The DataFrame of one range."""
+    return read_spec(spark, source.read_spec(), str(getattr(source, "where", "")))
+
+
+def native_partitions(
+    spark: SparkSession, parts: Sequence[tuple[str, PartitionRows]], pid: str | None
+) -> DataFrame:
+    """The union of every range of ``parts`` (source partitions, in order); with ``pid`` a
+    column of that name holds each row's source partition index."""
+    frames = []
+    for index, (_, rows) in enumerate(parts):  # the index over every partition, as locally
+        for source in rows.ranges:
+            df = read_range(spark, source)
+            frames.append(df.withColumn(pid, F.lit(index).cast("int")) if pid else df)
+    return functools.reduce(DataFrame.unionByName, frames)

@@ -1,0 +1,530 @@
+"""Partitioned file log spouts: directories of append-only files read as batches.
+
+Layout: ``root/<partition>/<file>``. Every directory under ``root`` is a partition; every file
+in it is a chunk of the partition's log, in **file name order** (name files so that they sort in
+arrival order, e.g. ``<epoch millis>-<writer>.jsonl``). Names starting with ``_`` or ``.`` are
+ignored: write a file under such a name and rename it when complete (the rename is atomic), so a
+batch never reads a file half-written. Files are never changed once landed.
+
+* :class:`FileLogSpout` is transactional: a batch's metadata for a partition is the list of files
+  it takes (with their record counts and sizes), fixed the first time the txid is emitted and
+  re-emitted exactly on every replay.
+* :class:`OpaqueFileLogSpout` is opaque: a batch resumes after the last file committed; an
+  unreadable partition emits nothing this batch and is caught up later.
+
+Each batch takes, per partition, files in name order up to ``max_files`` / ``max_bytes`` /
+``max_records`` (at least one file). The tuples are emitted as ranges
+(:mod:`airflow_trident.spout.ranges`): Spark reads the files in parallel; the in-process runtime
+reads them here. Formats: ``"json"`` (JSON lines, one object per line), ``"csv"`` (a header line,
+then the spout's fields in order) and ``"parquet"``.
+
+Examples
+--------
+>>> import json, pathlib, tempfile
+>>> from airflow_trident.spout.base import ListCollector
+>>> from airflow_trident.coordination.attempt import TransactionAttempt
+>>> root = pathlib.Path(tempfile.mkdtemp())
+>>> (root / "p0").mkdir()
+>>> _ = (root / "p0" / "0001.jsonl").write_text('{"s": "a b"}\\n{"s": "c"}\\n')
+>>> spout = FileLogSpout(root, ["s"])
+>>> spout.get_partitioned_coordinator().get_partitions_for_batch()
+{'partitions': ['p0']}
+>>> c = ListCollector()
+>>> meta = spout.emit_partition_batch_new(TransactionAttempt(1, 1), c, "p0", None)
+>>> meta["files"], c.tuples
+([{'name': '0001.jsonl', 'records': 2, 'bytes': 24}], [('a b',), ('c',)])
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import logging
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pyarrow import fs as pafs
+
+from airflow_trident.coordination.attempt import TransactionAttempt
+from airflow_trident.errors import ConfigurationError, MalformedRecordError, SpoutEmitError
+from airflow_trident.spout.base import Collector
+from airflow_trident.spout.ranges import ReadSpec, emit_range
+
+__all__ = ["FileLogSpout", "FileRange", "OpaqueFileLogSpout"]
+
+log = logging.getLogger(__name__)
+
+Row = tuple[Any, ...]
+FORMATS = ("json", "csv", "parquet")
+TYPES = ("string", "bigint", "int", "double", "boolean")
+_CHUNK = 1 << 22
+
+
+def _hidden(name: str) -> bool:
+    return name.startswith(("_", "."))
+
+
+def _filesystem(root: str | os.PathLike[str]) -> tuple[pafs.FileSystem, str, str]:
+    """The filesystem of ``root``, its path there, and the URI prefix Spark reads it by."""
+    text = os.fspath(root)
+    if "://" in text and not text.startswith("file://"):
+        filesystem, path = pafs.FileSystem.from_uri(text)
+        return filesystem, path.rstrip("/"), text.split("://", 1)[0] + "://"
+    path = os.path.abspath(text.removeprefix("file://"))
+    return pafs.LocalFileSystem(), path, "file://"
+
+
+# -- reading -------------------------------------------------------------------------------------
+
+
+def _cast(value: Any, kind: str) -> Any:
+    """``value`` as Spark reads it into a ``kind`` column; ``ValueError`` when Spark would not."""
+    if value is None:
+        return None
+    if kind == "string":
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        return json.dumps(value) if isinstance(value, dict | list) else str(value)
+    if kind in ("bigint", "int"):
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        raise ValueError(f"{value!r} is not an integer")
+    if kind == "double":
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+        raise ValueError(f"{value!r} is not a number")
+    if isinstance(value, bool):
+        return value
+    raise ValueError(f"{value!r} is not a boolean")
+
+
+def _from_text(value: str, kind: str) -> Any:
+    """A CSV cell as Spark reads it (an empty cell is null)."""
+    if value == "":
+        return None
+    if kind == "string":
+        return value
+    if kind in ("bigint", "int"):
+        return int(value)
+    if kind == "double":
+        return float(value)
+    if value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    raise ValueError(f"{value!r} is not a boolean")
+
+
+@dataclass(frozen=True)
+class FileRange:
+    """Whole files of one partition, as a :class:`~airflow_trident.spout.ranges.SourceRange`.
+
+    ``files``: ``(path, records, malformed line numbers)`` each (the malformed lines went to the
+    dead-letter location when the range was planned); ``where`` names the batch in errors.
+    """
+
+    format: str
+    uri_prefix: str
+    files: tuple[tuple[str, int, tuple[int, ...]], ...]
+    schema: tuple[tuple[str, str], ...]
+    where: str
+    filesystem: pafs.FileSystem | None = None
+    dead_letter: bool = False
+
+    @property
+    def count(self) -> int:
+        return sum(records for _, records, _ in self.files)
+
+    def _fs(self) -> pafs.FileSystem:
+        return self.filesystem or pafs.LocalFileSystem()
+
+    def rows(self) -> Iterator[Row]:
+        for path, _, bad in self.files:
+            try:
+                yield from self._file_rows(path, frozenset(bad))
+            except (OSError, UnicodeDecodeError) as exc:
+                msg = (
+                    f"{self.where}: cannot read {path}: {type(exc).__name__}: {exc}; the batch "
+                    f"is not committed. Hint: a transactional file log needs every file of a "
+                    f"batch until it commits (files are never changed or removed once landed)"
+                )
+                raise SpoutEmitError(msg) from exc
+
+    def _file_rows(self, path: str, bad: frozenset[int]) -> Iterator[Row]:
+        if self.format == "parquet":
+            yield from _parquet_rows(self._fs(), path, self.schema)
+            return
+        for number, line, row, error in parse_lines(self._fs(), path, self.format, self.schema):
+            if error is None:
+                yield row
+            elif number not in bad:
+                msg = (
+                    f"{self.where}: malformed record in {path} line {number}: {error}: "
+                    f"{line[:200]!r}; the batch fails and nothing is committed. Hint: fix or "
+                    f"remove the record (a new file), or give the spout a dead_letter location"
+                )
+                raise MalformedRecordError(msg)
+
+    def read_spec(self) -> ReadSpec:
+        paths = tuple(f"{self.uri_prefix}{path}" for path, _, _ in self.files)
+        options = {"header": "true"} if self.format == "csv" else {}
+        drop = "drop" if self.dead_letter else "fail"
+        return ReadSpec(self.format, paths, self.schema, drop, options)
+
+
+def parse_lines(
+    filesystem: pafs.FileSystem, path: str, fmt: str, schema: Sequence[tuple[str, str]]
+) -> Iterator[tuple[int, str, Row, str | None]]:
+    """``(line number, line, tuple, error or None)`` of each non-blank record line of ``path``."""
+    with filesystem.open_input_stream(path) as raw:
+        text = io.TextIOWrapper(raw, encoding="utf-8", newline="")
+        width = len(schema)
+        for number, line in enumerate(text, 1):
+            if fmt == "csv" and number == 1:
+                continue  # the header
+            stripped = line.strip()
+            if not stripped:
+                continue
+            try:
+                if fmt == "json":
+                    obj = json.loads(stripped)
+                    if not isinstance(obj, dict):
+                        raise ValueError("not a JSON object")
+                    row = tuple(_cast(obj.get(name), kind) for name, kind in schema)
+                else:
+                    cells = next(csv.reader([line]))
+                    if len(cells) != width:
+                        raise ValueError(f"{len(cells)} columns, expected {width}")
+                    row = tuple(_from_text(c, k) for c, (_, k) in zip(cells, schema, strict=True))
+            except ValueError as exc:
+                yield number, stripped, (), str(exc)
+                continue
+            yield number, stripped, row, None
+
+
+def _parquet_rows(
+    filesystem: pafs.FileSystem, path: str, schema: Sequence[tuple[str, str]]
+) -> Iterator[Row]:
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path, columns=[n for n, _ in schema], filesystem=filesystem)
+    columns = [table.column(n).to_pylist() for n, _ in schema]
+    for values in zip(*columns, strict=True):
+        yield tuple(_cast(v, k) for v, (_, k) in zip(values, schema, strict=True))
+
+
+def count_records(filesystem: pafs.FileSystem, path: str, fmt: str) -> int:
+    """The records of ``path``: non-blank lines (minus a CSV header), or Parquet's row count."""
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        return int(pq.read_metadata(path, filesystem=filesystem).num_rows)
+    lines, blank, last = 0, 0, b"\n"
+    with filesystem.open_input_stream(path) as stream:
+        while chunk := stream.read(_CHUNK):
+            lines += chunk.count(b"\n")
+            if b"\n\n" in chunk or b"\n\r\n" in chunk or last + chunk[:1] == b"\n\n":
+                blank += sum(1 for ln in chunk.split(b"\n")[1:-1] if not ln.strip())
+            last = chunk[-1:]
+    if last != b"\n":
+        lines += 1  # a last line without its newline
+    return max(0, lines - blank - (1 if fmt == "csv" else 0))
+
+
+# -- planning ------------------------------------------------------------------------------------
+
+
+class _FileLog:
+    """What both spouts share: the layout, listing, limits, ranges and dead letters."""
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        fields: Sequence[str],
+        *,
+        format: str = "json",
+        types: Mapping[str, str] | None = None,
+        max_files: int | None = None,
+        max_bytes: int | None = None,
+        max_records: int | None = None,
+        dead_letter: str | os.PathLike[str] | None = None,
+    ) -> None:
+        if format not in FORMATS:
+            msg = f"file log format {format!r} is not one of {FORMATS}"
+            raise ConfigurationError(msg)
+        types = dict(types or {})
+        unknown = {f: t for f, t in types.items() if f not in fields or t not in TYPES}
+        if unknown:
+            msg = (
+                f"file log types {unknown!r}: every key must be one of the fields "
+                f"{tuple(fields)} and every type one of {TYPES}"
+            )
+            raise ConfigurationError(msg)
+        for name, limit in (("max_files", max_files), ("max_bytes", max_bytes),
+                            ("max_records", max_records)):  # fmt: skip
+            if limit is not None and limit < 1:
+                msg = f"file log {name} must be >= 1 (or None for no limit), got {limit}"
+                raise ConfigurationError(msg)
+        self.root = os.fspath(root)
+        self.output_fields = tuple(fields)
+        self.format = format
+        self.schema = tuple((f, types.get(f, "string")) for f in self.output_fields)
+        self.max_files, self.max_bytes, self.max_records = max_files, max_bytes, max_records
+        self.dead_letter = None if dead_letter is None else os.fspath(dead_letter)
+        self._fs: tuple[pafs.FileSystem, str, str] | None = None
+        self._progress: Callable[[str, int], Any] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_fs"], state["_progress"] = None, None
+        return state
+
+    def filesystem(self) -> tuple[pafs.FileSystem, str, str]:
+        """The root's filesystem, its path there and the URI prefix Spark reads it by."""
+        if self._fs is None:
+            self._fs = _filesystem(self.root)
+        return self._fs
+
+    def partitions(self) -> list[str]:
+        """The partition directories, by name (``[]`` while the root does not exist)."""
+        filesystem, base, _ = self.filesystem()
+        if isinstance(filesystem, pafs.LocalFileSystem):
+            # a partition behind a broken link or mount keeps its place (a listing through
+            # pyarrow drops it): its batches emit nothing until it is back
+            if not os.path.isdir(base):
+                return []
+            entries = os.scandir(base)
+            names = [e.name for e in entries if e.is_symlink() or e.is_dir()]
+        else:
+            selector = pafs.FileSelector(base, allow_not_found=True)
+            names = [i.base_name for i in filesystem.get_file_info(selector)
+                     if i.type != pafs.FileType.File]  # fmt: skip
+        return sorted(n for n in names if not _hidden(n))
+
+    def new_files(self, partition: str, after: str) -> list[pafs.FileInfo]:
+        """The partition's landed files whose names sort after ``after``, by name (raises
+        ``OSError`` when the partition cannot be listed)."""
+        filesystem, base, _ = self.filesystem()
+        infos = filesystem.get_file_info(pafs.FileSelector(f"{base}/{partition}"))
+        files = [i for i in infos if i.type == pafs.FileType.File and not _hidden(i.base_name)]
+        return sorted((i for i in files if i.base_name > after), key=lambda i: i.base_name)
+
+    # -- coordinator (both spouts) ---------------------------------------------------------------
+
+    def get_partitions_for_batch(self) -> Any:
+        return {"partitions": self.partitions()}
+
+    def use_progress(self, progress: Callable[[str, int], Any]) -> None:
+        """Called by the executor: where each partition's next batch starts (for is_ready)."""
+        self._progress = progress
+
+    def is_ready(self, txid: int) -> bool:
+        """True when some partition has a landed file after its newest batch's last file."""
+        for partition in self.partitions():
+            meta = self._progress(partition, txid) if self._progress is not None else None
+            try:
+                if self.new_files(partition, (meta or {}).get("after", "")):
+                    return True
+            except OSError:
+                continue  # unreadable for now: no new data from it
+        return False
+
+    def get_ordered_partitions(self, all_partition_info: Any) -> Sequence[str]:
+        return list(all_partition_info["partitions"])
+
+    def close(self) -> None:
+        return None
+
+    # -- planning a batch ------------------------------------------------------------------------
+
+    def plan(self, attempt: TransactionAttempt, partition: str, after: str) -> dict[str, Any]:
+        """A new batch of ``partition``: the files after ``after`` within the limits, with
+        their record counts (malformed lines dead-lettered when configured)."""
+        filesystem, base, _ = self.filesystem()
+        taken: list[dict[str, Any]] = []
+        records = size = 0
+        dead = 0
+        for info in self.new_files(partition, after):
+            if taken and self._full(len(taken), size + info.size, records):
+                break
+            path = f"{base}/{partition}/{info.base_name}"
+            entry: dict[str, Any] = {"name": info.base_name}
+            if self.dead_letter is not None and self.format != "parquet":
+                good, bad = self._dead_letters(attempt, partition, path)
+                entry["records"] = good
+                if bad:
+                    entry["malformed_lines"] = bad
+                    dead += len(bad)
+            else:
+                entry["records"] = count_records(filesystem, path, self.format)
+            entry["bytes"] = info.size
+            taken.append(entry)
+            records += entry["records"]
+            size += info.size
+            if self._full(len(taken), size, records):
+                break
+        meta: dict[str, Any] = {
+            "files": taken,
+            "after": taken[-1]["name"] if taken else after,
+        }
+        if dead:
+            meta["dead_letters"] = dead
+        return meta
+
+    def _full(self, files: int, size: int, records: int) -> bool:
+        return (
+            (self.max_files is not None and files >= self.max_files)
+            or (self.max_bytes is not None and size > self.max_bytes)
+            or (self.max_records is not None and records >= self.max_records)
+        )
+
+    def _dead_letters(
+        self, attempt: TransactionAttempt, partition: str, path: str
+    ) -> tuple[int, list[int]]:
+        """Parse ``path`` here; write its malformed lines to the dead-letter location; return
+        the good record count and the malformed line numbers."""
+        filesystem, _, _ = self.filesystem()
+        good, bad, letters = 0, [], []
+        for number, line, _, error in parse_lines(filesystem, path, self.format, self.schema):
+            if error is None:
+                good += 1
+                continue
+            bad.append(number)
+            letters.append({"file": path, "line": number, "error": error, "record": line,
+                            "txid": attempt.txid, "partition": partition})  # fmt: skip
+        if letters:
+            assert self.dead_letter is not None
+            target = Path(self.dead_letter) / partition
+            target.mkdir(parents=True, exist_ok=True)
+            name = f"txid={attempt.txid:012d}-{Path(path).name}.jsonl"
+            tmp = target / f"_{name}"
+            tmp.write_text("".join(json.dumps(x) + "\n" for x in letters), encoding="utf-8")
+            tmp.replace(target / name)  # a replay writes the same file again
+            log.warning("txid %d: %d malformed records of %s went to %s", attempt.txid,
+                        len(letters), path, target / name)  # fmt: skip
+        return good, bad
+
+    def range_of(self, attempt: TransactionAttempt, partition: str, meta: Any) -> FileRange:
+        """The :class:`FileRange` of ``partition``'s batch described by ``meta``."""
+        filesystem, base, prefix = self.filesystem()
+        files = tuple(
+            (f"{base}/{partition}/{f['name']}", int(f["records"]),
+             tuple(f.get("malformed_lines", ())))
+            for f in meta["files"]
+        )  # fmt: skip
+        where = (
+            f"file log {self.root!r} txid {attempt.txid} (attempt {attempt.attempt_id}), "
+            f"partition {partition!r}"
+        )
+        return FileRange(
+            self.format,
+            prefix,
+            files,
+            self.schema,
+            where,
+            filesystem,
+            dead_letter=self.dead_letter is not None,
+        )
+
+
+class FileLogSpout(_FileLog):
+    """A transactional partitioned spout over ``root/<partition>/<file>`` (see module docs).
+
+    Parameters
+    ----------
+    root
+        The log's root directory (a local path, or a URI pyarrow and Spark both read:
+        ``s3://bucket/log``, ``hdfs://nn/log``).
+    fields
+        The spout's output fields: JSON keys, CSV columns (in order) or Parquet columns.
+    format
+        ``"json"`` (JSON lines), ``"csv"`` or ``"parquet"``.
+    types
+        Spark type per field (``string``, ``bigint``, ``int``, ``double``, ``boolean``);
+        ``string`` when not given.
+    max_files, max_bytes, max_records
+        Limits per partition per batch (a batch takes at least one file).
+    dead_letter
+        A local directory for malformed records (one JSON line each, naming file and line);
+        without it a malformed record fails the batch.
+    """
+
+    def get_partitioned_coordinator(self) -> FileLogSpout:
+        return self
+
+    def get_partitioned_emitter(self) -> FileLogSpout:
+        return self
+
+    def emit_partition_batch_new(
+        self,
+        attempt: TransactionAttempt,
+        collector: Collector,
+        partition: str,
+        last_partition_meta: Any,
+    ) -> Any:
+        after = (last_partition_meta or {}).get("after", "")
+        try:
+            meta = self.plan(attempt, partition, after)
+        except OSError as exc:  # unreadable for now: this txid takes nothing from it, for good
+            meta = {"files": [], "after": after}
+            log.warning("txid %d: partition %r of %s is unreadable (%s); it emits nothing in "
+                        "this batch", attempt.txid, partition, self.root, exc)  # fmt: skip
+        self.emit_partition_batch(attempt, collector, partition, meta)
+        return meta
+
+    def emit_partition_batch(
+        self, attempt: TransactionAttempt, collector: Collector, partition: str, partition_meta: Any
+    ) -> None:
+        if not partition_meta["files"]:
+            return
+        source = self.range_of(attempt, partition, partition_meta)
+        self._check_unchanged(source, partition_meta)
+        emit_range(collector, source)
+
+    def _check_unchanged(self, source: FileRange, meta: Any) -> None:
+        """A replay reads the very files the txid fixed: refuse files gone or changed."""
+        filesystem, _, _ = self.filesystem()
+        paths = [p for p, _, _ in source.files]
+        for info, entry in zip(filesystem.get_file_info(paths), meta["files"], strict=True):
+            if info.type != pafs.FileType.File or info.size != entry["bytes"]:
+                found = "missing" if info.type != pafs.FileType.File else f"{info.size} bytes"
+                msg = (
+                    f"{source.where}: {info.path} was {entry['bytes']} bytes when the batch "
+                    f"was fixed and is {found} now; a transactional batch replays exactly the "
+                    f"same files. Hint: restore the file (files must never change once landed)"
+                )
+                raise SpoutEmitError(msg)
+
+
+class OpaqueFileLogSpout(_FileLog):
+    """An opaque partitioned spout over ``root/<partition>/<file>``: a batch resumes after the
+    last committed file; a partition that cannot be read is skipped and caught up later.
+
+    Parameters are :class:`FileLogSpout`'s.
+    """
+
+    def get_opaque_coordinator(self) -> OpaqueFileLogSpout:
+        return self
+
+    def get_opaque_emitter(self) -> OpaqueFileLogSpout:
+        return self
+
+    def emit_partition_batch(
+        self,
+        attempt: TransactionAttempt,
+        collector: Collector,
+        partition: str,
+        last_partition_meta: Any,
+    ) -> Any:
+        after = (last_partition_meta or {}).get("after", "")
+        try:
+            meta = self.plan(attempt, partition, after)
+        except OSError as exc:
+            log.warning("txid %d: partition %r of %s is unreadable (%s); skipped in this batch, "
+                        "caught up later", attempt.txid, partition, self.root, exc)  # fmt: skip
+            return last_partition_meta
+        if meta["files"]:
+            emit_range(collector, self.range_of(attempt, partition, meta))
+        return meta

@@ -1,0 +1,148 @@
+"""Spark-native emit: a spout hands the batch a *range* of its source instead of tuples.
+
+A range (:class:`SourceRange`) is a fixed slice of one source partition — a list of files, say —
+that knows its record count, how to read its tuples in this process (:meth:`SourceRange.rows`:
+tests, DRPC, rebuild, the in-process runtime) and how Spark reads it in parallel
+(:meth:`SourceRange.read_spec`: a :class:`ReadSpec` the Spark runtime turns into a DataFrame,
+one or more Spark tasks per file; the driver never holds the tuples).
+
+An emitter calls :func:`emit_range` where it would emit tuples one by one. The batch's tuples of a
+partition are then a :class:`PartitionRows`: a list of tuples emitted one by one and of ranges,
+whose length (the records emitted, for the manifest and the completeness check) is known without
+reading, and which reads its ranges only when iterated.
+
+Examples
+--------
+>>> class Numbers:
+...     def __init__(self, n): self.count = n
+...     def rows(self): return iter([(i,) for i in range(self.count)])
+...     def read_spec(self): return ReadSpec("parquet", ("/data/p0/a.parquet",), (("n", "bigint"),))
+>>> rows = PartitionRows()
+>>> rows.append(("x",)); rows.add_range(Numbers(3))
+>>> len(rows), rows[:2], list(rows), rows.native
+(4, [('x',), (0,)], [('x',), (0,), (1,), (2,)], True)
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, SupportsIndex, overload, runtime_checkable
+
+__all__ = ["PartitionRows", "ReadSpec", "SourceRange", "emit_range"]
+
+Row = tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class ReadSpec:
+    """How Spark reads a range: files of one format, the spout's fields with their Spark types.
+
+    ``format``: ``"json"`` (JSON lines), ``"csv"`` (a header line, then the fields in order)
+    or ``"parquet"``. ``on_malformed``: ``"fail"`` (the Spark job fails naming the file) or
+    ``"drop"`` (malformed records were dead-lettered when the range was planned; Spark skips
+    them). ``options`` go to Spark's reader as they are.
+    """
+
+    format: str
+    paths: tuple[str, ...]
+    schema: tuple[tuple[str, str], ...]
+    on_malformed: str = "fail"
+    options: Mapping[str, str] = field(default_factory=dict)
+
+
+@runtime_checkable
+class SourceRange(Protocol):
+    """A fixed slice of one source partition, readable here and on Spark."""
+
+    @property
+    def count(self) -> int:
+        """The records of the range (what the batch emits from it)."""
+
+    def rows(self) -> Iterator[Row]:
+        """Its tuples, read in this process, in the spout's field order."""
+
+    def read_spec(self) -> ReadSpec:
+        """How Spark reads it."""
+
+
+class PartitionRows(list[Row]):
+    """A source partition's tuples of one batch: tuples emitted one by one, and ranges.
+
+    ``len()`` is the record count (no reading); iterating reads the ranges in this process; a
+    slice from the start reads only what it needs (the Spark runtime's samples). The Spark
+    runtime reads :attr:`ranges` natively when :attr:`native`.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pieces: list[list[Row] | SourceRange] = []
+
+    @property
+    def native(self) -> bool:
+        """Whether some of the tuples are in ranges."""
+        return any(not isinstance(p, list) for p in self.pieces)
+
+    @property
+    def ranges(self) -> list[SourceRange]:
+        """The ranges, in emit order."""
+        return [p for p in self.pieces if not isinstance(p, list)]
+
+    @property
+    def emitted_rows(self) -> list[Row]:
+        """The tuples emitted one by one (not in ranges)."""
+        return [r for p in self.pieces if isinstance(p, list) for r in p]
+
+    def append(self, row: Row) -> None:
+        if not self.pieces or not isinstance(self.pieces[-1], list):
+            self.pieces.append([])
+        last = self.pieces[-1]
+        assert isinstance(last, list)
+        last.append(row)
+
+    def add_range(self, source: SourceRange) -> None:
+        """Add ``source``'s records (read later)."""
+        self.pieces.append(source)
+
+    def __len__(self) -> int:
+        return sum(len(p) if isinstance(p, list) else p.count for p in self.pieces)
+
+    def __bool__(self) -> bool:
+        return len(self) > 0
+
+    def __iter__(self) -> Iterator[Row]:
+        for piece in self.pieces:
+            yield from piece if isinstance(piece, list) else piece.rows()
+
+    @overload
+    def __getitem__(self, index: SupportsIndex) -> Row: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Row]: ...
+
+    def __getitem__(self, index: SupportsIndex | slice) -> Row | list[Row]:
+        if isinstance(index, slice):
+            if index.step is None and (index.start or 0) >= 0 and (index.stop or 0) >= 0:
+                return list(itertools.islice(iter(self), index.start, index.stop))
+            return list(self)[index]
+        return list(self)[index]
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, list) and list(iter(self)) == list(iter(other))
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return f"PartitionRows({len(self)} records, {len(self.ranges)} ranges)"
+
+
+def emit_range(collector: Any, source: SourceRange) -> None:
+    """Emit ``source``'s records to ``collector``: as a range when the collector keeps ranges
+    (``add_range``: the batch's collector), else read here, tuple by tuple."""
+    add = getattr(collector, "add_range", None)
+    if callable(add):
+        add(source)
+        return
+    for row in source.rows():
+        collector.emit(row)
