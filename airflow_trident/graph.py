@@ -40,6 +40,7 @@ __all__ = [
     "RepartitionNode",
     "SpoutNode",
     "StateQueryNode",
+    "WindowNode",
     "exactly_once_fix",
     "not_exactly_once",
     "spout_kind",
@@ -171,6 +172,22 @@ class PersistNode(Node):
     input_fields: Fields = ()
     new_values_fields: Fields = ()
     at_least_once: bool = False
+
+
+@dataclass(frozen=True, eq=False)
+class WindowNode(PersistNode):
+    """A window across batches (``tumbling_window``, ``sliding_window``, ``window``).
+
+    Its output is the aggregator's ``output_fields`` for each window that fired in the batch.
+    It is also the persist step of its window store (state ``state``, ``mode="update"``): the
+    window's results of a batch are staged, and the store's commit removes what the committed
+    txid no longer needs. ``window_inputs`` are the fields the aggregator reads.
+    """
+
+    config: Any = None
+    aggregator: Any = None
+    window_inputs: Fields = ()
+    window_store: Any = None
 
 
 @dataclass(frozen=True, eq=False)

@@ -25,6 +25,7 @@ airflow_trident.errors.TopologyError: step 'group_by': unknown field(s) ['name']
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -33,6 +34,7 @@ from airflow_trident.errors import TopologyError
 from airflow_trident.graph import (
     AggPart,
     AggregateNode,
+    DrpcNode,
     EachNode,
     FilterNode,
     MapNode,
@@ -42,6 +44,7 @@ from airflow_trident.graph import (
     ProjectNode,
     RepartitionNode,
     StateQueryNode,
+    WindowNode,
 )
 from airflow_trident.names import validate_name
 from airflow_trident.operation.base import (
@@ -57,6 +60,15 @@ from airflow_trident.operation.base import (
     StateUpdater,
 )
 from airflow_trident.operation.builtin import FirstN
+from airflow_trident.operation.window import (
+    DurationLike,
+    SlidingCountWindow,
+    SlidingDurationWindow,
+    TumblingCountWindow,
+    TumblingDurationWindow,
+    WindowConfig,
+    WindowStoreCommit,
+)
 from airflow_trident.topology import TridentTopology, as_fields
 from airflow_trident.tuple import Fields
 
@@ -249,6 +261,8 @@ class Stream:
     def name(self, name: str) -> Stream:
         """Give the last step the step name ``name`` (shown in plans, logs and errors)."""
         node = self.topology.rename_node(self.node_id, name)
+        if isinstance(node, WindowNode):  # a window's store and state are named after it
+            node = _renamed_window(self.topology, node)
         return Stream(self.topology, node.id)
 
     # -- aggregation ----------------------------------------------------------------------------
@@ -327,6 +341,94 @@ class Stream:
     def max(self, key: Callable[[tuple[Any, ...]], Any], *, name: str | None = None) -> Stream:
         """The tuple of the batch with the largest ``key(values)``."""
         return self.aggregate(self.fields, _KeyedFirst(key, True), self.fields, name=name)
+
+    # -- windows (across batches) ---------------------------------------------------------------
+
+    def tumbling_window(
+        self,
+        window: int | datetime.timedelta,
+        store_factory: Any,
+        input_fields: FieldsLike,
+        aggregator: Any,
+        output_fields: FieldsLike,
+        *,
+        name: str | None = None,
+        timestamp_field: str | None = None,
+        lag: DurationLike = 0,
+        clock: Callable[[], float] | None = None,
+    ) -> Stream:
+        """Aggregate back-to-back windows of ``window`` tuples (an ``int``) or of a duration (a
+        ``timedelta``) across batches, per partition; output: ``output_fields``.
+
+        ``timestamp_field``, ``lag`` and ``clock`` choose event or processing time for duration
+        windows (see :mod:`airflow_trident.operation.window`); the window's tuples and results
+        live in ``store_factory`` (``sql_window_store(None)``: the run's state database).
+        """
+        if isinstance(window, datetime.timedelta):
+            config: WindowConfig = TumblingDurationWindow.of(
+                window, timestamp_field=timestamp_field, lag=lag, clock=clock
+            )
+        else:
+            _count_only(window, timestamp_field, clock, "tumbling_window")
+            config = TumblingCountWindow.of(window)
+        return self.window(
+            config, store_factory, input_fields, aggregator, output_fields, name=name
+        )
+
+    def sliding_window(
+        self,
+        window: int | datetime.timedelta,
+        slide: int | datetime.timedelta,
+        store_factory: Any,
+        input_fields: FieldsLike,
+        aggregator: Any,
+        output_fields: FieldsLike,
+        *,
+        name: str | None = None,
+        timestamp_field: str | None = None,
+        lag: DurationLike = 0,
+        clock: Callable[[], float] | None = None,
+    ) -> Stream:
+        """Every ``slide``, aggregate the last ``window`` (tuple counts as ``int`` s, or
+        durations as ``timedelta`` s) across batches, per partition (see
+        :meth:`tumbling_window`)."""
+        if isinstance(window, datetime.timedelta) and isinstance(slide, datetime.timedelta):
+            config: WindowConfig = SlidingDurationWindow.of(
+                window, slide, timestamp_field=timestamp_field, lag=lag, clock=clock
+            )
+        elif isinstance(window, datetime.timedelta) or isinstance(slide, datetime.timedelta):
+            msg = "sliding_window: give the window and the slide both as counts or as durations"
+            raise TopologyError(msg)
+        else:
+            _count_only(window, timestamp_field, clock, "sliding_window")
+            config = SlidingCountWindow.of(window, slide)
+        return self.window(
+            config, store_factory, input_fields, aggregator, output_fields, name=name
+        )
+
+    def window(
+        self,
+        config: WindowConfig,
+        store_factory: Any,
+        input_fields: FieldsLike,
+        aggregator: Any,
+        output_fields: FieldsLike,
+        *,
+        name: str | None = None,
+    ) -> Stream:
+        """Aggregate the windows ``config`` describes (``TumblingCountWindow``,
+        ``SlidingCountWindow``, ``TumblingDurationWindow``, ``SlidingDurationWindow``) across
+        batches, per partition, with ``aggregator`` over ``input_fields``; output:
+        ``output_fields`` of each window that fired in the batch (Trident's ``window``).
+
+        Raises
+        ------
+        TopologyError
+            If a field is unknown, the aggregator or store is not one, or the stream is a DRPC
+            stream or a state's new values (windows span the spouts' batches).
+        """
+        return _add_window(self, config, store_factory, input_fields, aggregator, output_fields,
+                           name)  # fmt: skip
 
     # -- state ----------------------------------------------------------------------------------
 
@@ -434,6 +536,106 @@ class Stream:
             ),
             name,
         )
+
+
+def _count_only(window: object, timestamp_field: Any, clock: Any, call: str) -> None:
+    if timestamp_field is not None or clock is not None:
+        msg = (
+            f"{call}: timestamp_field and clock apply to duration windows; give the window as a "
+            f"datetime.timedelta, or drop them for a count window of {window!r} tuples"
+        )
+        raise TopologyError(msg)
+
+
+def _add_window(
+    stream: Stream,
+    config: WindowConfig,
+    store_factory: Any,
+    input_fields: FieldsLike,
+    aggregator: Any,
+    output_fields: FieldsLike,
+    name: str | None,
+) -> Stream:
+    topology = stream.topology
+    step = name if name is not None else _free_step(topology, "window")
+    validate_name(step, kind="step")
+    inputs = stream.check_fields(step, as_fields(input_fields))
+    if not isinstance(config, WindowConfig):
+        msg = f"step {step!r}: {config!r} is not a window config (e.g. TumblingCountWindow.of(10))"
+        raise TopologyError(msg)
+    stamp = getattr(config, "timestamp_field", None)
+    if stamp is not None:
+        stream.check_fields(step, [stamp])
+    _check_aggregator(step, aggregator)
+    if not callable(getattr(store_factory, "for_window", None)):
+        msg = (
+            f"step {step!r}: {store_factory!r} is not a window store factory; hint: "
+            f"sql_window_store(None) keeps windows in the run's state database"
+        )
+        raise TopologyError(msg)
+    outputs = as_fields(output_fields)
+    if not outputs:
+        msg = f"step {step!r}: a window needs output fields (its aggregator's)"
+        raise TopologyError(msg)
+    _check_batch_stream(topology, stream.node_id, step)
+    node = topology.add_node(
+        lambda s: WindowNode(
+            s,
+            (stream.node_id,),
+            outputs,
+            state=s,
+            factory=store_factory.for_window(topology.name, s),
+            mode="update",
+            updater=WindowStoreCommit(),
+            input_fields=outputs,
+            config=config,
+            aggregator=aggregator,
+            window_inputs=inputs,
+            window_store=store_factory,
+        ),
+        kind="window",
+        name=step,
+    )
+    topology.register_state(node.id, node.id)
+    return Stream(topology, node.id)
+
+
+def _free_step(topology: TridentTopology, label: str) -> str:
+    step, n = label, 2
+    while step in topology.nodes or step in topology.states:
+        step, n = f"{label}_{n}", n + 1
+    return step
+
+
+def _check_batch_stream(topology: TridentTopology, node_id: str, step: str) -> None:
+    """Refuse a window fed by a DRPC request or a state's new values (no batches to span)."""
+    todo, seen = [node_id], set()
+    while todo:
+        current = todo.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        node = topology.nodes[current]
+        if isinstance(node, DrpcNode | NewValuesNode):
+            what = "a DRPC stream" if isinstance(node, DrpcNode) else "a state's new values"
+            msg = (
+                f"step {step!r}: a window spans the spouts' batches and cannot follow {what} "
+                f"(step {current!r})"
+            )
+            raise TopologyError(msg)
+        todo.extend(node.parents)
+
+
+def _renamed_window(topology: TridentTopology, node: WindowNode) -> WindowNode:
+    """``node`` (just renamed) with its state and store named after its new step id."""
+    if node.state in topology.states and topology.states[node.state] == node.id:
+        del topology.states[node.state]
+    renamed = replace(
+        node, state=node.id, factory=node.window_store.for_window(topology.name, node.id)
+    )
+    topology.replace_node(renamed)
+    topology.register_state(renamed.id, renamed.id)
+    return renamed
 
 
 def _check_aggregator(step: str, aggregator: Any) -> None:

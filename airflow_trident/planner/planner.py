@@ -32,6 +32,7 @@ from airflow_trident.graph import (
     PersistNode,
     RepartitionNode,
     SpoutNode,
+    WindowNode,
 )
 from airflow_trident.operation.base import CombinerAggregator, ReducerAggregator
 from airflow_trident.planner.plan import (
@@ -130,6 +131,8 @@ class _Planner:
             stage = self._multi_input(node)
         elif isinstance(node, AggregateNode) and node.scope == "batch":
             stage = self._batch_aggregate(node)
+        elif isinstance(node, WindowNode):
+            stage = self._window(node)
         elif isinstance(node, PersistNode):
             stage = self._persist(node)
         else:
@@ -183,6 +186,17 @@ class _Planner:
         stage.append(FinalAgg(node, combiner, node.fields), node.id)
         if not node.group_fields:
             stage.parallelism = 1
+        return stage
+
+    def _window(self, node: WindowNode) -> _Draft:
+        """The window at the end of its parent's stage; its results go, in their partitions, to
+        the sink of its window store and to the later steps (stages forwarding them)."""
+        stage = self.open_stage_after(node.parents[0])
+        stage.append(node, node.id)
+        self.stage_of[node.id] = stage
+        store = self._forward(node.id)
+        store.append(PersistSink(node, "update", node.fields), f"{node.id}.store")
+        stage.last = f"{node.id}.closed"  # later steps forward from the window's output too
         return stage
 
     def _persist(self, node: PersistNode) -> _Draft:

@@ -43,6 +43,7 @@ from airflow_trident.graph import (
     ProjectNode,
     SpoutNode,
     StateQueryNode,
+    WindowNode,
 )
 from airflow_trident.planner.plan import ExecutionPlan, FinalAgg, Op, PartialAgg, PersistSink, Stage
 from airflow_trident.planner.planner import build_plan
@@ -52,6 +53,7 @@ from airflow_trident.runtime.join import join_partitions
 from airflow_trident.runtime.operations import prepared
 from airflow_trident.runtime.repartition import repartition
 from airflow_trident.runtime.result import Partitions, ProcessResult, StagedState
+from airflow_trident.runtime.window import dry_window_results, window_results
 from airflow_trident.topology import TridentTopology
 from airflow_trident.tuple import Fields, TridentCollector, TridentTuple
 
@@ -77,7 +79,9 @@ class LocalBatchProcessor:
 
     Each step's operations are prepared before its first tuple of a partition and cleaned up
     after its last (``prepare_operations=False``: the caller does that, as Spark's Python steps
-    do once per task).
+    do once per task). Window steps keep their tuples in their window store, partition by
+    partition (``window_partition``: the partition every row given is in, e.g. a Spark task's);
+    ``dry_windows`` runs them without a store, each partition as one window (a type sample).
     """
 
     def __init__(
@@ -87,8 +91,12 @@ class LocalBatchProcessor:
         *,
         states: Callable[[str], Any] | None = None,
         prepare_operations: bool = True,
+        window_partition: int | None = None,
+        dry_windows: bool = False,
     ) -> None:
         self.topology = topology
+        self._window_partition = window_partition
+        self._dry_windows = dry_windows
         self._plan = plan
         self._planned_nodes = -1
         self._states = states or (lambda name: query_state(topology, name))
@@ -181,6 +189,8 @@ class LocalBatchProcessor:
         self, op: Op, rows: list[Row], fields: Fields, txid: int, index: int, n: int
     ) -> list[Row]:
         try:
+            if isinstance(op, WindowNode):
+                return self._window(op, rows, fields, txid, index)
             return self._dispatch(op, rows, fields, txid)
         except FailedException as exc:  # the user fails the batch on purpose: say where
             raise _fail(op.id, txid, None, exc) from exc
@@ -188,6 +198,14 @@ class LocalBatchProcessor:
             raise
         except Exception as exc:  # user code: fail only this batch, naming step and txid
             raise _fail(op.id, txid, None, exc) from exc
+
+    def _window(
+        self, op: WindowNode, rows: list[Row], fields: Fields, txid: int, index: int
+    ) -> list[Row]:
+        if self._dry_windows:
+            return dry_window_results(op, rows, fields, txid)
+        partition = index if self._window_partition is None else self._window_partition
+        return window_results(op, rows, fields, txid, partition, self._states(op.state))
 
     def _dispatch(self, op: Op, rows: list[Row], fields: Fields, txid: int) -> list[Row]:
         if isinstance(op, EachNode):

@@ -27,6 +27,7 @@ from airflow_trident.graph import (
     MapNode,
     PeekNode,
     StateQueryNode,
+    WindowNode,
 )
 from airflow_trident.operation.base import Operation, OperationContext
 from airflow_trident.planner.plan import FinalAgg, Op, PartialAgg, PersistSink
@@ -47,6 +48,8 @@ def operations_of(op: Op) -> list[Operation]:
         found = [op.consumer]
     elif isinstance(op, AggregateNode):
         found = [p.aggregator for p in op.parts]
+    elif isinstance(op, WindowNode):
+        found = [op.aggregator]
     elif isinstance(op, PartialAgg | FinalAgg | PersistSink):
         # a persist sink runs its aggregator only to combine partials; else it projects rows
         runs = not isinstance(op, PersistSink) or op.kind == "combine"

@@ -26,6 +26,7 @@ from airflow_trident.graph import (
     MapNode,
     PersistNode,
     StateQueryNode,
+    WindowNode,
 )
 from airflow_trident.planner.plan import FinalAgg, Op, PartialAgg
 from airflow_trident.runtime.result import Partitions
@@ -77,7 +78,7 @@ def produced_fields(op: Op) -> set[str]:
     """Fields whose values ``op`` computes (the others pass through unchanged)."""
     if isinstance(op, EachNode | StateQueryNode):
         return set(op.function_fields)
-    if isinstance(op, MapNode):
+    if isinstance(op, MapNode | WindowNode):
         return set(op.fields)
     if isinstance(op, AggregateNode):
         return set(op.fields) - set(op.group_fields)
@@ -91,6 +92,8 @@ def _pins(op: Op) -> dict[str, pa.DataType]:
     declared: list[tuple[Any, dict[str, str]]] = []
     if isinstance(op, EachNode | MapNode | StateQueryNode):
         declared.append((op.function, {}))
+    if isinstance(op, WindowNode):
+        declared.append((op.aggregator, {}))
     parts: tuple[AggPart, ...] = ()
     if isinstance(op, AggregateNode):
         parts = op.parts

@@ -38,6 +38,7 @@ from airflow_trident.graph import (
     MergeNode,
     ProjectNode,
     StateQueryNode,
+    WindowNode,
 )
 from airflow_trident.operation.builtin import Count, Max, Min, Sum
 from airflow_trident.planner.plan import ExecutionPlan, FinalAgg, Op, PartialAgg, PersistSink, Stage
@@ -64,8 +65,9 @@ class StageLiveness:
 
 
 def partition_sensitive(op: Op) -> bool:
-    """Whether ``op``'s output depends on how tuples are spread over partitions."""
-    return isinstance(op, AggregateNode) and op.scope == "partition"
+    """Whether ``op``'s output depends on how tuples are spread over partitions (windows keep
+    each partition's tuples across batches)."""
+    return isinstance(op, WindowNode) or (isinstance(op, AggregateNode) and op.scope == "partition")
 
 
 def op_inputs(stage: Stage) -> list[Fields]:
@@ -95,6 +97,9 @@ def _before(op: Op, after: Set[str], in_fields: Fields) -> frozenset[str]:
         needed = set(after) & set(op.fields)
     elif isinstance(op, AggregateNode):
         needed = _parts_inputs(op.parts, op.group_fields)
+    elif isinstance(op, WindowNode):
+        stamp = getattr(op.config, "timestamp_field", None)
+        needed = set(op.window_inputs) | ({stamp} if stamp else set())
     elif isinstance(op, PartialAgg) or (isinstance(op, FinalAgg) and not op.from_partials):
         needed = _parts_inputs(op.node.parts, op.node.group_fields)
     elif isinstance(op, PersistSink) and op.kind != "combine":

@@ -26,6 +26,7 @@ from airflow_trident.graph import (
     ProjectNode,
     SpoutNode,
     StateQueryNode,
+    WindowNode,
 )
 from airflow_trident.operation.builtin import Count, Max, Min, Split, Sum
 from airflow_trident.planner.plan import ExecutionPlan, FinalAgg, Op, PartialAgg, PersistSink, Stage
@@ -131,7 +132,10 @@ def _output(frame: Frame) -> DataFrame:
 
 
 def _needs_sentinel(op: Op, pending: bool) -> bool:
-    """Whether Python ``op`` emits for an empty partition (ungrouped aggregations do)."""
+    """Whether Python ``op`` emits for an empty partition (ungrouped aggregations do), or must
+    run for every partition (a window records every txid, and processing time moves on)."""
+    if isinstance(op, WindowNode):
+        return True
     if isinstance(op, AggregateNode):
         return not op.group_fields
     if isinstance(op, FinalAgg) or (isinstance(op, PersistSink) and op.kind == "combine"):
@@ -372,7 +376,9 @@ class _Run:
             schema.arrow,
             frame.pickled & set(in_columns),
             schema.pickled,
-            whole=any(isinstance(op, AggregateNode | PartialAgg | FinalAgg) for op in ops),
+            whole=any(
+                isinstance(op, AggregateNode | PartialAgg | FinalAgg | WindowNode) for op in ops
+            ),
             sentinel=frame.sentinel,
             states=self._worker_states(ops),
         )
@@ -388,7 +394,7 @@ class _Run:
     def _worker_states(self, ops: Sequence[Op]) -> StateResolver:
         """What the workers need to open the states ``ops`` query."""
         t = self.p.topology
-        names = sorted({op.state for op in ops if isinstance(op, StateQueryNode)})
+        names = sorted({op.state for op in ops if isinstance(op, StateQueryNode | WindowNode)})
         if not names or self.p.reference is not None:
             return StateResolver(
                 t.name, reference=self.p.reference if names else None, binding=self.p.states

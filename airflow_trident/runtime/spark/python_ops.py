@@ -130,7 +130,9 @@ class LocalStep:
     """One op run by the local runtime on a partition's rows.
 
     It prepares and cleans up the op's operations around each partition, unless
-    ``prepare_operations=False`` (a :class:`PythonSegment` does that once per task).
+    ``prepare_operations=False`` (a :class:`PythonSegment` does that once per task). A window
+    step uses its store only given the ``window_partition`` its rows are in (a Spark task's);
+    else (the driver's type sample) it runs without one.
     """
 
     def __init__(
@@ -142,6 +144,7 @@ class LocalStep:
         *,
         prepare_operations: bool = True,
         topology: str | None = None,
+        window_partition: int | None = None,
     ) -> None:
         self.txid = txid
         source = SpoutNode(_SOURCE, (), in_fields)
@@ -152,6 +155,8 @@ class LocalStep:
             ExecutionPlan(name, (stage,)),
             states=states,
             prepare_operations=prepare_operations,
+            window_partition=window_partition,
+            dry_windows=window_partition is None,
         )
 
     def partitions(self, parts: Partitions) -> Partitions:
@@ -281,9 +286,17 @@ class PythonSegment:
     def steps(self) -> list[Step]:
         """The per-partition functions of the ops, in order."""
         steps: list[Step] = []
+        task = TaskContext.get()
+        partition = task.partitionId() if task is not None else 0
         for op, fields in zip(self.ops, self.in_fields, strict=True):
             local = LocalStep(
-                op, fields, self.txid, self.states, prepare_operations=False, topology=self.topology
+                op,
+                fields,
+                self.txid,
+                self.states,
+                prepare_operations=False,
+                topology=self.topology,
+                window_partition=partition,
             )
             if isinstance(op, EachNode):
                 steps.append(_fast_each(op, fields, self.txid, local))
