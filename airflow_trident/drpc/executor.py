@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -127,6 +128,7 @@ class DRPCExecutor:
         self._plan: ExecutionPlan | None = None
         self._planned_nodes = -1
         self._stages: dict[str, tuple[tuple[Stage, ...], str]] = {}
+        self._local = threading.local()
 
     @property
     def functions(self) -> list[str]:
@@ -223,6 +225,17 @@ class DRPCExecutor:
                 return True
         return False
 
+    def query_state(self, name: str) -> Any:
+        """State ``name`` for reading (made once per thread: a SQL store reads outside any
+        commit, each read in a short transaction of its own)."""
+        made: dict[str, Any] | None = getattr(self._local, "states", None)
+        if made is None:
+            made = self._local.states = {}
+        state = made.get(name)
+        if state is None:
+            state = made[name] = query_state(self.topology, name, self.states)
+        return state
+
     def _stages_of(self, node_id: str) -> tuple[tuple[Stage, ...], str]:
         plan = self.plan
         cached = self._stages.get(node_id)
@@ -274,7 +287,6 @@ class _RequestProcessor(LocalBatchProcessor):
         self._executor = executor
         self._committed = committed
         self._partition = (0, 1)
-        self._made: dict[str, Any] = {}
 
     def run(self, stages: Sequence[Stage], node_id: str, args: str) -> dict[str, Partitions]:
         done: dict[str, Partitions] = {}
@@ -293,12 +305,11 @@ class _RequestProcessor(LocalBatchProcessor):
         return super()._run_op(op, rows, fields, txid, index, n)
 
     def _state(self, name: str) -> Any:
-        made = self._made.get(name)
-        if made is None:
-            made = self._made[name] = query_state(
-                self._executor.topology, name, self._executor.states
-            )
         index, n = self._partition
         return committed_state(
-            made, self._committed, name=name, partition_index=index, num_partitions=n
+            self._executor.query_state(name),
+            self._committed,
+            name=name,
+            partition_index=index,
+            num_partitions=n,
         )
