@@ -210,6 +210,7 @@ def run_dag_test(
     conf: Mapping[str, Any] | None = None,
     timeout_s: float = 180.0,
     extra_env: Mapping[str, str] | None = None,
+    use_executor: bool = False,
 ) -> DagTestResult:
     """Run ``airflow dags test`` in a subprocess and read back the states of its run.
 
@@ -229,8 +230,15 @@ def run_dag_test(
         Hard time limit: a blocked run loops forever, so this is how such a test ends.
     extra_env:
         More environment (connections as ``AIRFLOW_CONN_*``, settings as ``AIRFLOW__*``).
+    use_executor:
+        Run the tasks with the home's executor (``--use-executor``): each task in a process of
+        its own, writing its log file for the UI (plain ``dags test`` writes none). Needs an
+        API server for the tasks (``[core] execution_api_server_url``) and shared secrets:
+        :func:`airflow_trident.testing.ui.write_ui_config`, ``serving_airflow``.
     """
     args = ["dags", "test", dag_id]
+    if use_executor:
+        args.append("--use-executor")
     if logical_date is not None:
         args.append(logical_date)
     if dag_file is not None:

@@ -1,0 +1,197 @@
+"""Every DAG run of a batch shows its txid in its note (the first thing the UI shows of a run).
+
+The note says what the run is to Trident: ``txid 7 · attempt 2`` (a new or re-bound txid),
+``replay of txid 1 · attempt 3`` (``dag_run.conf = {"txid": 1}``),
+``backfill txid 3 · attempt 1`` (a run of ``airflow-trident backfill``, named
+``trident_replay__txid_3`` or ``trident_new__txid_3``).
+
+Two writers, because Airflow 3 keeps task code away from its database:
+
+* the begin task, through :func:`note_begin` — it can write only where the task runs inside a
+  process that may touch the metadata database (``airflow dags test`` without an executor);
+  elsewhere it returns ``False`` and writes nothing;
+* :class:`TridentRunNotes`, a DAG-run listener (registered by :class:`TridentNotesPlugin`, the
+  ``airflow.plugins`` entry point) running in the scheduler or in ``airflow dags test``: when a
+  run starts it writes the note of a run pinned to a txid (by conf or by its backfill name), and
+  when the run ends it writes the note from the begin task's XCom.
+
+A note a user wrote is never replaced: only an empty note or one of these is.
+
+Examples
+--------
+>>> run_note(7, 2, run_id="manual__2026-11-23T10:00:00+00:00", conf={})
+'txid 7 · attempt 2'
+>>> run_note(1, 3, run_id="manual__2026-11-23T10:00:00+00:00", conf={"txid": 1})
+'replay of txid 1 · attempt 3'
+>>> run_note(3, None, run_id="trident_replay__txid_3__2", conf={"txid": 3})
+'backfill txid 3'
+>>> is_trident_note("backfill txid 3"), is_trident_note("checked by Ann"), is_trident_note(None)
+(True, False, True)
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from airflow.listeners import hookimpl
+from airflow.plugins_manager import AirflowPlugin
+
+__all__ = [
+    "BACKFILL_PREFIXES",
+    "TridentNotesPlugin",
+    "TridentRunNotes",
+    "is_trident_note",
+    "note_begin",
+    "pinned_txid",
+    "run_note",
+]
+
+BACKFILL_PREFIXES = ("trident_replay__txid_", "trident_new__txid_")
+"""Run-id prefixes of ``airflow-trident backfill`` (``airflow_trident.cli``), txid after them."""
+
+_NOTE = re.compile(r"^(txid \d+|replay of txid \d+|backfill txid \d+)( · attempt \d+)?$")
+_BACKFILL_RUN = re.compile(r"^(?:%s)(\d+)(?:__\d+)?$" % "|".join(BACKFILL_PREFIXES))  # noqa: UP031
+
+
+def _conf_txid(conf: Mapping[str, Any] | None) -> int | None:
+    txid = (conf or {}).get("txid")
+    return txid if isinstance(txid, int) and not isinstance(txid, bool) and txid > 0 else None
+
+
+def pinned_txid(run_id: str, conf: Mapping[str, Any] | None) -> int | None:
+    """The txid a run is pinned to before its begin runs (its conf, or its backfill name).
+
+    >>> pinned_txid("trident_new__txid_8", None), pinned_txid("manual__x", {"txid": 2})
+    (8, 2)
+    >>> pinned_txid("manual__x", {}) is None
+    True
+    """
+    txid = _conf_txid(conf)
+    if txid is not None:
+        return txid
+    match = _BACKFILL_RUN.match(run_id)
+    return int(match.group(1)) if match else None
+
+
+def run_note(txid: int, attempt: int | None, *, run_id: str, conf: Mapping[str, Any] | None) -> str:
+    """The note of a run bound to ``txid`` (``attempt`` unknown before the begin: ``None``)."""
+    if _BACKFILL_RUN.match(run_id):
+        text = f"backfill txid {txid}"
+    elif _conf_txid(conf) is not None:
+        text = f"replay of txid {txid}"
+    else:
+        text = f"txid {txid}"
+    return text if attempt is None else f"{text} · attempt {attempt}"
+
+
+def is_trident_note(note: str | None) -> bool:
+    """Whether ``note`` is empty or one of ours (so it may be replaced)."""
+    return not note or _NOTE.match(note) is not None
+
+
+def _orm_allowed() -> bool:
+    """Whether this process may use the metadata database (task processes may not)."""
+    from airflow import settings
+    from airflow.sdk.execution_time.supervisor import BlockedDBSession
+
+    return getattr(settings, "Session", None) not in (None, BlockedDBSession)
+
+
+def note_begin(context: Mapping[str, Any], summary: Mapping[str, Any]) -> bool:
+    """Write the begin's note on its DAG run, if this process may; return whether it did.
+
+    Called by the begin task with its summary (``txid``, ``attempt_id``). Never fails the task.
+    """
+    dag_run = context["dag_run"]
+    note = run_note(
+        int(summary["txid"]), int(summary["attempt_id"]), run_id=dag_run.run_id, conf=dag_run.conf
+    )
+    if not _orm_allowed():
+        return False
+    try:
+        from airflow.models.dagrun import DagRun
+        from airflow.utils.session import create_session
+
+        with create_session() as session:
+            row = session.query(DagRun).filter_by(dag_id=dag_run.dag_id, run_id=dag_run.run_id)
+            run = row.one_or_none()
+            if run is None or not is_trident_note(run.note):
+                return False
+            run.note = note
+        return True
+    except Exception:  # a note is worth no failed batch
+        return False
+
+
+def _begin_summary(dag_run: Any, session: Any) -> Mapping[str, Any] | None:
+    """The begin task's XCom (``txid``, ``attempt_id``) of ``dag_run``, if it ran."""
+    from airflow.models.xcom import XComModel
+
+    rows = (
+        session.query(XComModel)
+        .filter(
+            XComModel.dag_id == dag_run.dag_id,
+            XComModel.run_id == dag_run.run_id,
+            XComModel.key == "return_value",
+        )
+        .all()
+    )
+    for row in rows:
+        if row.task_id != "begin" and not row.task_id.endswith(".begin"):
+            continue
+        value = XComModel.deserialize_value(row)
+        if isinstance(value, Mapping) and "txid" in value and "attempt_id" in value:
+            return value
+    return None
+
+
+def _write(dag_run: Any, note: str) -> None:
+    if is_trident_note(dag_run.note) and dag_run.note != note:
+        dag_run.note = note  # committed by the caller's session, with the state change
+
+
+class TridentRunNotes:
+    """DAG-run listener writing each Trident run's note (see the module docstring)."""
+
+    @hookimpl
+    def on_dag_run_running(self, dag_run: Any, msg: str) -> None:
+        """A run pinned to a txid (conf, backfill name) shows it from its start."""
+        txid = pinned_txid(dag_run.run_id, dag_run.conf)
+        if txid is not None:
+            _write(dag_run, run_note(txid, None, run_id=dag_run.run_id, conf=dag_run.conf))
+
+    @hookimpl
+    def on_dag_run_success(self, dag_run: Any, msg: str) -> None:
+        """Write the note from the begin task's XCom."""
+        self._from_begin(dag_run)
+
+    @hookimpl
+    def on_dag_run_failed(self, dag_run: Any, msg: str) -> None:
+        """Write the note from the begin task's XCom (if the begin ran)."""
+        self._from_begin(dag_run)
+
+    @staticmethod
+    def _from_begin(dag_run: Any) -> None:
+        from sqlalchemy.orm import object_session
+
+        session = object_session(dag_run)
+        if session is None:
+            return
+        summary = _begin_summary(dag_run, session)
+        if summary is not None:
+            note = run_note(
+                int(summary["txid"]),
+                int(summary["attempt_id"]),
+                run_id=dag_run.run_id,
+                conf=dag_run.conf,
+            )
+            _write(dag_run, note)
+
+
+class TridentNotesPlugin(AirflowPlugin):
+    """Registers :class:`TridentRunNotes` (entry point ``airflow.plugins``: ``trident``)."""
+
+    name = "trident_notes"
+    listeners = [TridentRunNotes()]  # noqa: RUF012 - Airflow reads the class attribute
