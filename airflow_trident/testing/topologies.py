@@ -4,7 +4,8 @@ each run its own name, state and fault (they are shipped by reference to spark-s
 * ``TRIDENT_TEST_TOPOLOGY``: the topology name (default ``e2e_word_count``);
 * the state database is the run's (the DAG's ``state_conn_id``), else ``TRIDENT_STATE_URL``;
 * ``TRIDENT_FAIL_ONCE_MARKER``: a path; when set, the first processing attempt that finds no
-  file there fails (after creating it), so its retry succeeds.
+  file there fails (after creating it), so its retry succeeds;
+* ``TRIDENT_POISON_WORD``: a word on which a filter (step ``RejectWord``) raises, every time.
 
 :func:`scheduler_word_count` (the real-scheduler fault run's) also reads
 :data:`SCHEDULER_DATA_ENV` (its generated data) and :data:`POISON_ENV` (txids whose emit fails).
@@ -22,20 +23,23 @@ from typing import Any
 
 from airflow_trident.coordination.attempt import TransactionAttempt
 from airflow_trident.examples.topologies import SEED_SENTENCES
-from airflow_trident.operation import Count, MapGet, Split, Sum
+from airflow_trident.operation import Count, Filter, MapGet, Split, Sum
 from airflow_trident.spout.base import Collector
 from airflow_trident.spout.memory import MemoryTransactionalSpout
 from airflow_trident.state.sql import sql_state
 from airflow_trident.testing.fault_topology import SourceData
 from airflow_trident.testing.faults import FailOnce
 from airflow_trident.topology import TridentTopology
+from airflow_trident.tuple import TridentTuple
 
 __all__ = [
     "BENCH_TABLE",
     "E2E_DATA",
     "POISON_ENV",
+    "POISON_WORD_ENV",
     "SCHEDULER_DATA_ENV",
     "PoisonableSpout",
+    "RejectWord",
     "SchedulerData",
     "bench_counts",
     "e2e_word_count",
@@ -48,6 +52,23 @@ E2E_DATA = {
 }
 
 
+POISON_WORD_ENV = "TRIDENT_POISON_WORD"
+
+
+class RejectWord(Filter):
+    """A filter that raises on one word (``TRIDENT_POISON_WORD`` in :func:`e2e_word_count`):
+    the processing job fails on that record, every time."""
+
+    def __init__(self, word: str) -> None:
+        self.word = word
+
+    def is_keep(self, tuple_: TridentTuple) -> bool:
+        if tuple_[0] == self.word:
+            msg = f"the word {self.word!r} is not allowed"
+            raise ValueError(msg)
+        return True
+
+
 def e2e_word_count() -> TridentTopology:
     """Sentences -> split -> (fail once) -> count per word, in transactional SQL state."""
     name = os.environ.get("TRIDENT_TEST_TOPOLOGY", "e2e_word_count")
@@ -58,6 +79,9 @@ def e2e_word_count() -> TridentTopology:
     marker = os.environ.get("TRIDENT_FAIL_ONCE_MARKER", "")
     if marker:
         words = words.each(["word"], FailOnce(marker), ["checked"]).project(["word"])
+    poison = os.environ.get(POISON_WORD_ENV, "")
+    if poison:
+        words = words.each(["word"], RejectWord(poison))
     counts = words.group_by(["word"]).persistent_aggregate(
         sql_state(None, name, "transactional", key_fields=("word",), value_type="bigint"),
         Count(),
