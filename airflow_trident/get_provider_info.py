@@ -19,7 +19,11 @@ from typing import Any
 
 from airflow_trident import __version__
 
-__all__ = ["connection_type_info", "get_provider_info", "ui_field_behaviour"]
+__all__ = ["DOCUMENTATION_URL", "connection_type_info", "get_provider_info", "ui_field_behaviour"]
+
+DOCUMENTATION_URL = "https://github.com/airflow-trident/airflow-trident/tree/main/docs"
+"""Where the how-tos live (also ``[project.urls] Documentation`` in pyproject.toml, which is what
+Airflow 3.3 shows: it sets ``documentation-url`` from the distribution's metadata)."""
 
 _INTEGRATION = "Trident"
 
@@ -185,6 +189,7 @@ def get_provider_info() -> dict[str, Any]:
             "processing on Apache Spark, commits in strict txid order coordinated in ZooKeeper."
         ),
         "versions": [__version__],
+        "documentation-url": DOCUMENTATION_URL,
         "integrations": [
             {
                 "integration-name": _INTEGRATION,

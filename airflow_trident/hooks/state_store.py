@@ -29,6 +29,7 @@ Examples
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -103,6 +104,12 @@ class StateStoreHook(BaseHook):
             return URL.create("sqlite", database=_dialectless_sqlite_path(conn, where))
         if dialect == "sqlite":
             return URL.create("sqlite", database=_sqlite_path(conn.host, conn.schema, where))
+        if importlib.util.find_spec("psycopg") is None:
+            msg = (
+                f"{where} is PostgreSQL, whose driver psycopg is not installed here; hint: "
+                f"pip install 'airflow-trident[postgres]'"
+            )
+            raise ConfigurationError(msg)
         return URL.create(
             POSTGRES_DRIVER,
             username=conn.login or None,

@@ -9,13 +9,44 @@ through the runtime and never import ``pyspark`` themselves.
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
 import os
 import sys
 from collections.abc import Iterator, Mapping
 
+import pyspark
 from pyspark.sql import SparkSession
 
-__all__ = ["local_session", "remote_session", "spark_session"]
+from airflow_trident.errors import ConfigurationError
+
+__all__ = ["check_pyspark_files", "local_session", "remote_session", "spark_session"]
+
+
+def check_pyspark_files() -> None:
+    """Refuse a ``pyspark`` package whose Python files are not the ``pyspark`` distribution's.
+
+    The Spark provider (6.x) requires ``pyspark-client``, which installs its own copy of the
+    ``pyspark`` package over the same directory: after a plain ``pip install`` the Python side
+    may be pyspark-client's version while the JVM side (jars, ``spark-submit``) is pyspark's.
+    pyspark must win (docs/installation.md); a mismatch is refused here, before a JVM starts.
+
+    Raises
+    ------
+    ConfigurationError
+        If ``pyspark.__version__`` differs from the installed ``pyspark`` distribution's.
+    """
+    try:
+        distribution = importlib.metadata.version("pyspark")
+    except importlib.metadata.PackageNotFoundError:  # pyspark-client alone: no local JVM here
+        return
+    if pyspark.__version__ != distribution:
+        msg = (
+            f"the pyspark package's Python files are version {pyspark.__version__}, but the "
+            f"installed pyspark distribution (its jars and spark-submit) is {distribution}: "
+            f"another distribution (pyspark-client, required by the Spark provider) overwrote "
+            f"them; hint: pip install --force-reinstall --no-deps pyspark=={distribution}"
+        )
+        raise ConfigurationError(msg)
 
 
 def local_session(
@@ -29,6 +60,7 @@ def local_session(
 
     Example: ``spark = local_session("local[2]")`` (starts a JVM: a few seconds).
     """
+    check_pyspark_files()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = (
@@ -48,6 +80,7 @@ def local_session(
 def spark_session(app_name: str = "airflow-trident") -> SparkSession:
     """The session of a ``spark-submit`` application (master and resources come from
     spark-submit), with Arrow on."""
+    check_pyspark_files()
     return (
         SparkSession.builder.appName(app_name)
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")

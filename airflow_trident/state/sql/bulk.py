@@ -19,7 +19,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-import psycopg
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql as pg
 
@@ -82,6 +81,8 @@ class PgBulk:
         cols = ", ".join(prep.quote(c.name) for c in tmp.columns)
         sql = f"COPY {prep.format_table(tmp)} ({cols}) FROM STDIN (FORMAT BINARY)"
         types = [_PG_TYPES[type(c.type)] for c in tmp.columns]
+        import psycopg  # the `postgres` extra: SQLite users do not install it
+
         driver_conn = conn.connection.driver_connection
         assert isinstance(driver_conn, psycopg.Connection)
         try:

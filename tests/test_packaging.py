@@ -1,0 +1,102 @@
+"""Packaging: dependency ranges that let users upgrade, psycopg only in the `postgres` extra, a
+deliberate pandas range, the LICENSE, the CHANGELOG, the documentation URL, and one `pyspark`.
+
+The fresh-virtualenv install itself (pip resolving these ranges, `airflow providers list`) is
+`bash scripts/check-package.sh` (about 90 s with a warm pip cache; not part of the suite).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+
+from airflow_trident import __version__
+from airflow_trident.errors import ConfigurationError
+from airflow_trident.get_provider_info import DOCUMENTATION_URL, get_provider_info
+
+ROOT = Path(__file__).resolve().parents[1]
+PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+REQUIREMENTS = {Requirement(r).name.lower(): Requirement(r) for r in PROJECT["dependencies"]}
+
+
+@pytest.mark.parametrize(
+    ("name", "allowed", "refused"),
+    [
+        ("apache-airflow", ["3.3.2", "3.4.0", "3.9.1"], ["3.2.0", "4.0.0"]),
+        ("apache-airflow-providers-apache-spark", ["6.3.4", "6.9.0"], ["7.0.0"]),
+        ("pyspark", ["4.3.0", "4.4.0"], ["5.0.0"]),
+        # PySpark 4.3 needs pandas >= 2.2 and warns it does not fully support pandas 3
+        ("pandas", ["2.2.0", "2.3.3"], ["2.1.4", "3.0.0"]),
+    ],
+)
+def test_dependency_ranges_allow_upgrades_within_the_major(
+    name: str, allowed: list[str], refused: list[str]
+) -> None:
+    specifier = REQUIREMENTS[name].specifier
+    assert [v for v in allowed if v not in specifier] == []
+    assert [v for v in refused if v in specifier] == []
+
+
+def test_psycopg_is_only_in_the_postgres_extra() -> None:
+    assert "psycopg" not in REQUIREMENTS
+    extra = [Requirement(r) for r in PROJECT["optional-dependencies"]["postgres"]]
+    assert [r.name for r in extra] == ["psycopg"]
+    assert "binary" in extra[0].extras
+
+
+def test_sqlite_state_runs_without_psycopg() -> None:
+    # Given an interpreter where psycopg cannot be imported
+    script = (
+        "import sys, tempfile, os; sys.modules['psycopg'] = None\n"
+        "os.environ['TRIDENT_HOME'] = tempfile.mkdtemp()\n"
+        "from airflow_trident.examples.topologies import word_count\n"
+        "from airflow_trident.runtime.runner import LocalRunner\n"
+        "print(LocalRunner(word_count).run_batch().committed)\n"
+    )
+    # When a word-count batch commits into the default SQLite state
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
+    # Then it works
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "True"
+
+
+def test_license_is_the_apache_2_text() -> None:
+    text = (ROOT / "LICENSE").read_text()
+    assert PROJECT["license"] == "Apache-2.0"
+    assert "Apache License\n                        Version 2.0, January 2004" in text
+    assert "END OF TERMS AND CONDITIONS" in text
+
+
+def test_changelog_has_this_version() -> None:
+    changelog = (ROOT / "CHANGELOG.md").read_text()
+    assert f"## {__version__}" in changelog
+
+
+def test_documentation_url_is_the_same_in_both_places() -> None:
+    # Airflow 3.3 takes it from the distribution's Project-URL "Documentation"
+    assert PROJECT["urls"]["Documentation"] == DOCUMENTATION_URL
+    assert get_provider_info()["documentation-url"] == DOCUMENTATION_URL
+
+
+def test_the_pyspark_package_is_the_pyspark_distribution() -> None:
+    # The environment under test has pyspark's own files (scripts/bootstrap.sh reinstalls them)
+    from airflow_trident.runtime.spark.session import check_pyspark_files
+
+    check_pyspark_files()
+
+
+def test_overwritten_pyspark_files_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    import pyspark
+
+    from airflow_trident.runtime.spark.session import check_pyspark_files
+
+    monkeypatch.setattr(pyspark, "__version__", "4.2.0")
+    with pytest.raises(ConfigurationError, match="--force-reinstall --no-deps pyspark=="):
+        check_pyspark_files()
