@@ -19,6 +19,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import sqlalchemy as sa
+
 from airflow_trident.coordination.client import connect
 from airflow_trident.coordination.paths import CoordinatorPaths
 from airflow_trident.coordination.store import CoordinatorStore
@@ -156,11 +158,12 @@ def collect_status(target: DagTopology, *, last: int = 10) -> TopologyStatus:
         )
         raise LookupError(msg) from exc
     topology = load_topology(target.topology)
+    engine = sa.create_engine(url) if url else None
     client = connect(config)
     try:
         collector = StatusCollector(
             CoordinatorStore(client, CoordinatorPaths(config.root, topology.name)),
-            ledger=CommitLedger(url) if url else None,
+            ledger=CommitLedger(engine) if engine is not None else None,
             topology=topology,
             staging=StagingArea(target.staging_root, topology.name)
             if target.staging_root
@@ -171,6 +174,8 @@ def collect_status(target: DagTopology, *, last: int = 10) -> TopologyStatus:
     finally:
         client.stop()
         client.close()
+        if engine is not None:
+            engine.dispose()  # the api-server calls this per request: keep no pool behind
 
 
 def status_command(dag_id: str, *, as_json: bool = False, last: int = 10) -> int:
