@@ -10,10 +10,11 @@ per partition, the range ``(low, high]`` of ``order_column`` it reads (at most
 metadata is stored with the batch and every replay reads exactly that range again, so a
 transactional state can skip a replayed txid. ``low`` is the previous txid's ``high``.
 
-In-process (tests, DRPC, rebuild, the local runtime) a range is read through SQLAlchemy; on
-Spark, :meth:`TableRange.read_on_spark` reads a PostgreSQL range in parallel through JDBC
-(Debian's ``libpostgresql-jdbc-java``, ``/usr/share/java/postgresql.jar``), split into
-``spark_partitions`` Spark partitions of ``order_column``.
+A batch's range is a :class:`~airflow_trident.spout.ranges.SourceRange` (Spark-native emit):
+in-process (tests, DRPC, rebuild, the local runtime) it is read through SQLAlchemy; on Spark a
+PostgreSQL range is read by the executors in parallel through JDBC (:meth:`TableRange.read_spec`:
+Debian's ``libpostgresql-jdbc-java``, ``/usr/share/java/postgresql.jar``), split into
+``spark_partitions`` Spark partitions of ``order_column``. SQLite ranges are read on the driver.
 
 The column must only grow: a row committed later with a value at or below a partition's
 high-water mark is never read (use an id assigned at commit, or read with a lag). A replay
@@ -53,6 +54,7 @@ import sqlalchemy as sa
 from airflow_trident.errors import ConfigurationError, SpoutEmitError
 from airflow_trident.names import validate_name
 from airflow_trident.spout.base import Collector
+from airflow_trident.spout.ranges import ReadSpec, emit_range
 from airflow_trident.state.base import StateType
 
 __all__ = ["DatabaseTableSpout", "TableRange", "jdbc_url"]
@@ -145,38 +147,38 @@ class TableRange:
             )
             raise SpoutEmitError(msg)
 
+    @property
+    def where(self) -> str:
+        """Where the range is, for errors."""
+        return f"database table {self.spout.table!r} partition {self.partition!r}"
+
     def jdbc_query(self) -> str:
-        """The range as a ``dbtable`` subquery for Spark's JDBC reader (literal values)."""
+        """The range as a ``dbtable`` subquery for Spark's JDBC reader (literal values): the
+        spout's fields, and ``order_column`` (the column Spark splits the read by)."""
         table = self.spout.table_object()
-        query = sa.select(*(table.c[f] for f in self.spout.output_fields)).where(
-            *self._where(table)
-        )
+        names = dict.fromkeys([*self.spout.output_fields, self.spout.order_column])
+        query = sa.select(*(table.c[f] for f in names)).where(*self._where(table))
         from sqlalchemy.dialects import postgresql
 
         dialect: Any = postgresql.dialect()  # type: ignore[no-untyped-call]
         sql = query.compile(dialect=dialect, compile_kwargs={"literal_binds": True})
         return f"({sql}) AS trident_range"
 
-    def read_on_spark(self, spark: Any, *, num_partitions: int | None = None) -> Any:
-        """A DataFrame reading this range in parallel through JDBC: ``num_partitions``
-        (default: the spout's ``spark_partitions``) Spark partitions of ``order_column``.
-
-        The session needs the driver jar (``spark.jars`` = :data:`JDBC_JAR`, or
-        ``ADD JAR``)."""
+    def read_spec(self) -> ReadSpec:
+        """How Spark reads the range: JDBC (format ``"jdbc"``) in ``spark_partitions`` parallel
+        reads split on ``order_column``; the fields typed as the table's columns."""
         url, props = jdbc_url(self.spout.url)
-        n = max(1, min(num_partitions or self.spout.spark_partitions, max(1, self.count)))
-        reader = spark.read.format("jdbc").option("url", url).option("dbtable", self.jdbc_query())
-        for key, value in props.items():
-            reader = reader.option(key, value)
+        options = {"url": url, "dbtable": self.jdbc_query(), **props}
+        n = max(1, min(self.spout.spark_partitions, self.count))
         if n > 1:
             low = (self.low if self.low is not None else self.high - self.count) + 1
-            reader = (
-                reader.option("partitionColumn", self.spout.order_column)
-                .option("lowerBound", str(low))
-                .option("upperBound", str(self.high + 1))
-                .option("numPartitions", str(n))
-            )
-        return reader.load()
+            options |= {
+                "partitionColumn": self.spout.order_column,
+                "lowerBound": str(low),
+                "upperBound": str(self.high + 1),
+                "numPartitions": str(n),
+            }
+        return ReadSpec("jdbc", (), self.spout.spark_schema(), options=options)
 
 
 class _Coordinator:
@@ -216,8 +218,10 @@ class _Emitter:
         meta = partition_meta
         self._emit(collector, self._spout.range(partition, meta))
 
-    @staticmethod
-    def _emit(collector: Collector, source: TableRange) -> None:
+    def _emit(self, collector: Collector, source: TableRange) -> None:
+        if self._spout.spark_native:
+            emit_range(collector, source)  # Spark reads it through JDBC, in parallel
+            return
         for row in source.rows():
             collector.emit(row)
 
@@ -250,6 +254,10 @@ class DatabaseTableSpout:
         come too).
     spark_partitions:
         Spark partitions of one range read through JDBC.
+    spark_native:
+        Whether the Spark runtime reads the ranges itself, through JDBC (the session needs
+        ``spark.jars`` = :data:`JDBC_JAR`); default: for PostgreSQL. Otherwise (SQLite) the
+        driver reads them and Spark gets the rows.
     """
 
     kind = StateType.TRANSACTIONAL
@@ -265,8 +273,17 @@ class DatabaseTableSpout:
         partition_column: str | None = None,
         max_rows_per_batch: int = 10_000,
         spark_partitions: int = 4,
+        spark_native: bool | None = None,
     ) -> None:
         self.url = url
+        backend = sa.make_url(url).get_backend_name()
+        self.spark_native = backend == "postgresql" if spark_native is None else spark_native
+        if self.spark_native and backend != "postgresql":
+            msg = (
+                f"database table {table!r}: spark_native needs PostgreSQL (JDBC), got "
+                f"{backend!r}; hint: leave spark_native unset"
+            )
+            raise ConfigurationError(msg)
         self.table = validate_name(table, kind="source table")
         self.output_fields = tuple(validate_name(f, kind="source column") for f in fields)
         if not self.output_fields:
@@ -334,6 +351,11 @@ class DatabaseTableSpout:
             self._table = table
         return self._table
 
+    def spark_schema(self) -> tuple[tuple[str, str], ...]:
+        """Each field with the Spark type of its column."""
+        table = self.table_object()
+        return tuple((f, _spark_type(table.c[f].type)) for f in self.output_fields)
+
     def predicate(self, table: sa.Table, partition: str) -> list[Any]:
         """The WHERE clauses selecting ``partition``'s rows."""
         if partition not in self.partitions:
@@ -368,6 +390,21 @@ class DatabaseTableSpout:
     def range(self, partition: str, meta: Mapping[str, Any]) -> TableRange:
         """The range a batch's metadata fixed for ``partition``."""
         return TableRange(self, partition, meta["low"], int(meta["high"]), int(meta["count"]))
+
+
+def _spark_type(column_type: Any) -> str:
+    """The Spark SQL type a column's values are read as."""
+    if isinstance(column_type, sa.Boolean):
+        return "boolean"
+    if isinstance(column_type, sa.Integer):
+        return "bigint"
+    if isinstance(column_type, sa.Float | sa.Numeric):
+        return "double"
+    if isinstance(column_type, sa.DateTime):
+        return "timestamp"
+    if isinstance(column_type, sa.Date):
+        return "date"
+    return "string"
 
 
 def _partitions(table: str, partitions: int | Mapping[str, str]) -> dict[str, str]:

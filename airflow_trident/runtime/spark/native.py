@@ -31,6 +31,9 @@ def _ddl(schema: Sequence[tuple[str, str]]) -> str:
 def read_spec(spark: SparkSession, spec: ReadSpec, where: str = "") -> DataFrame:
     """The DataFrame of ``spec``: its fields, typed, from exactly its files."""
     names = [name for name, _ in spec.schema]
+    if spec.format == "jdbc":  # a database range (spout.database_table): the options say which
+        df = spark.read.format("jdbc").options(**spec.options).load()
+        return df.select(*[F.col(f"`{n}`").cast(k).alias(n) for n, k in spec.schema])
     if spec.format == "parquet":
         df = spark.read.options(**spec.options).parquet(*spec.paths)
         return df.select(*[F.col(f"`{n}`").cast(k).alias(n) for n, k in spec.schema])
