@@ -40,8 +40,9 @@ class ReadSpec:
     """How Spark reads a range: files of one format, the spout's fields with their Spark types.
 
     ``format``: ``"json"`` (JSON lines), ``"csv"`` (a header line, then the fields in order)
-    or ``"parquet"``. ``on_malformed``: ``"fail"`` (the Spark job fails naming the file) or
-    ``"drop"`` (malformed records were dead-lettered when the range was planned; Spark skips
+    or ``"parquet"``; ``"jdbc"``: no paths, ``options`` are Spark's JDBC reader options (a
+    database table range, :mod:`airflow_trident.spout.database_table`). ``on_malformed``:
+    ``"fail"`` (the Spark job fails naming the file) or ``"drop"`` (malformed records were dead-lettered when the range was planned; Spark skips
     them). ``options`` go to Spark's reader as they are.
     """
 
