@@ -43,7 +43,8 @@ class ReadSpec:
     or ``"parquet"``; ``"jdbc"``: no paths, ``options`` are Spark's JDBC reader options (a
     database table range, :mod:`airflow_trident.spout.database_table`). ``on_malformed``:
     ``"fail"`` (the Spark job fails naming the file) or ``"drop"`` (malformed records were
-    dead-lettered when the range was planned; Spark skips them). ``options`` go to Spark's reader as they are.
+    dead-lettered when the range was planned; Spark skips them). ``options`` go to Spark's
+    reader as they are.
     """
 
     format: str
