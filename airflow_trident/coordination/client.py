@@ -27,6 +27,7 @@ from typing import Any
 from kazoo.client import KazooClient
 from kazoo.exceptions import (
     AuthFailedError,
+    ConnectionClosedError,
     ConnectionLoss,
     KazooException,
     SessionClosedRequireSaslError,
@@ -266,7 +267,7 @@ def _refusal(config: ZkConfig, exc: KazooException) -> str:
             f"sasl_mechanism (DIGEST-MD5 with sasl_username and sasl_password, or GSSAPI)"
         )
     if isinstance(exc, AuthFailedError) or (
-        isinstance(exc, ConnectionLoss) and config.sasl is not None
+        isinstance(exc, ConnectionLoss | ConnectionClosedError) and config.sasl is not None
     ):
         scheme = f"SASL {config.sasl.mechanism}" if config.sasl else "digest"
         return f"{where}: {scheme} authentication failed; hint: check the user and password"
@@ -326,8 +327,9 @@ def connect(config: ZkConfig) -> KazooClient:
     try:
         client.start(timeout=config.timeout)
         # A server requiring SASL refuses a session only at its first request: ask one here,
-        # so the refusal is this function's clear error, not a later task's ConnectionLoss.
-        client.exists("/")
+        # so the refusal is this function's clear error, not a later task's ConnectionLoss
+        # (a short retry rides out a connection lost by chance right after the start).
+        KazooRetry(max_tries=5, delay=0.1, backoff=2, max_delay=1.0)(client.exists, "/")
     except KazooTimeoutError as exc:
         client.stop()
         client.close()
