@@ -33,6 +33,7 @@ from airflow_trident.coordination.attempt import TransactionAttempt
 from airflow_trident.coordination.coordinator import BatchPlan
 from airflow_trident.coordination.memory import MemoryCoordinatorStore
 from airflow_trident.errors import BatchIncompleteError, ConfigurationError
+from airflow_trident.graph import WindowNode
 from airflow_trident.runtime.ledger import CommitLedger
 from airflow_trident.runtime.result import ProcessResult
 from airflow_trident.runtime.steps import BatchSteps
@@ -82,6 +83,7 @@ def rebuild_states(
             f"states: {', '.join(sorted(topology.states)) or '(none)'}"
         )
         raise ConfigurationError(msg)
+    _refuse_windows(topology, chosen)
     done = {name: ledger.rebuilt_txid(topology.name, name) for name in chosen}
     start = max(from_txid, min(done.values()) + 1)
     archives = {txid: _archive(ledger, source, txid) for txid in range(start, to_txid + 1)}
@@ -138,3 +140,23 @@ def _replay(steps: BatchSteps, txid: int, archive: dict[str, Any]) -> ProcessRes
             spout.restore_batch(txid, archived[name].get("partitions", {}))
     plan = BatchPlan(TransactionAttempt(txid, 0), {name: archived[name]["meta"] for name in spouts})
     return steps.processor.process(txid, steps.emit(plan))
+
+
+def _refuse_windows(topology: TridentTopology, chosen: list[str]) -> None:
+    """A window's results come from its store, which holds only what later batches need: they
+    cannot be derived again from the archive, so states after a window are not rebuilt."""
+    for name in chosen:
+        todo, seen = [topology.states[name]], set()
+        while todo:
+            step = todo.pop()
+            if step in seen:
+                continue
+            seen.add(step)
+            if isinstance(topology.nodes[step], WindowNode):
+                msg = (
+                    f"state {name!r} of topology {topology.name!r} is fed by window "
+                    f"{step!r}: a window's results cannot be derived again from the batch "
+                    f"archive, so it cannot be rebuilt; hint: choose states that no window feeds"
+                )
+                raise ConfigurationError(msg)
+            todo.extend(topology.nodes[step].parents)

@@ -196,3 +196,14 @@ def test_a_bad_timestamp_fails_the_batch_naming_step_txid_and_record(tmp_path: P
     runner = LocalRunner(t, states=StateBinding(f"sqlite:///{tmp_path}/state.db"))
     with pytest.raises(BatchFailedError, match=r"step 'window' failed in batch txid 1 .*'noon'"):
         runner.run_batch()
+
+
+def test_a_state_fed_by_a_window_cannot_be_rebuilt_from_the_archive(tmp_path: Path) -> None:
+    from airflow_trident.errors import ConfigurationError
+    from airflow_trident.runtime.ledger import CommitLedger
+    from airflow_trident.runtime.rebuild import rebuild_states
+
+    topology, _ = wt.windowed("rebuilt", TumblingCountWindow.of(2), {"p0": []}, 1, table="rb")
+    ledger = CommitLedger(f"sqlite:///{tmp_path}/ledger.db")
+    with pytest.raises(ConfigurationError, match=r"state 'totals' .* is fed by window 'win'"):
+        rebuild_states(topology, ledger, 1, 2, states=["totals"])
