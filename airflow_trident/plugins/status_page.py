@@ -62,26 +62,32 @@ def _number(value: float | int | None, digits: int = 2) -> str:
     return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
 
 
-def _intervals(
-    batch: BatchStatus, now: datetime
-) -> tuple[tuple[datetime, datetime] | None, tuple[datetime, datetime] | None]:
-    """The process and commit intervals of ``batch`` (an open one ends ``now``)."""
-    process = commit = None
+_Interval = tuple[datetime, datetime] | None
+
+
+def _intervals(batch: BatchStatus, now: datetime) -> tuple[_Interval, _Interval, _Interval]:
+    """The process, wait (processed, its commit not started) and commit intervals of
+    ``batch``; an open one ends ``now``."""
+    process = wait = commit = None
     start = batch.process_started_at
     if start is not None:
         end = batch.processed_at or batch.commit_started_at
         process = (start, end if end is not None else now)
+    if batch.processed_at is not None and (
+        batch.commit_started_at is not None or batch.committed_at is None
+    ):
+        wait = (batch.processed_at, batch.commit_started_at or now)
     if batch.commit_started_at is not None:
         commit = (batch.commit_started_at, batch.committed_at or now)
-    return process, commit
+    return process, wait, commit
 
 
 def timeline_svg(batches: Sequence[BatchStatus], *, now: datetime) -> str:
-    """One row per txid: its process interval (blue) and its commit interval (green), on a
-    shared time axis, so overlapping processing and the strict commit order show at a glance.
-    Intervals still open end at ``now`` (hatched)."""
+    """One row per txid: its process interval (blue), its wait for its commit turn (grey) and
+    its commit interval (green), on a shared time axis, so overlapping processing and the strict
+    commit order show at a glance. Intervals still open end at ``now`` (hatched)."""
     spans = [(b, *_intervals(b, now)) for b in batches]
-    moments = [m for _, p, c in spans for iv in (p, c) if iv is not None for m in iv]
+    moments = [m for _, p, w, c in spans for iv in (p, w, c) if iv is not None for m in iv]
     height = _ROW_H * max(1, len(batches)) + 30
     if not moments:
         return (f'<svg class="timeline" width="{_WIDTH}" height="40"><text x="4" y="20">no '
@@ -100,12 +106,13 @@ def timeline_svg(batches: Sequence[BatchStatus], *, now: datetime) -> str:
         'patternTransform="rotate(45)"><rect width="3" height="6" fill="#a0aec0"/></pattern>'
         "</defs>",
     ]
-    for row, (batch, process, commit) in enumerate(spans):
+    for row, (batch, process, wait, commit) in enumerate(spans):
         y = 6 + row * _ROW_H
         parts.append(f'<g class="txid" data-txid="{batch.txid}" data-phase="{batch.phase}">')
         parts.append(f'<text x="4" y="{y + 12}">txid {batch.txid}</text>')
         for kind, interval, color, closed in (
             ("process", process, "#4299e1", batch.processed_at or batch.commit_started_at),
+            ("wait", wait, "#cbd5e0", batch.commit_started_at),
             ("commit", commit, "#48bb78", batch.committed_at),
         ):
             if interval is None:
@@ -123,8 +130,7 @@ def timeline_svg(batches: Sequence[BatchStatus], *, now: datetime) -> str:
     axis_y = height - 8
     parts.append(f'<text x="{_LEFT}" y="{axis_y}">{_when(first)}</text>')
     parts.append(f'<text x="{_WIDTH - 60}" y="{axis_y}">{_when(last)}</text>')
-    parts.append(f'<text x="{_LEFT + 120}" y="{axis_y}">{total:.1f} s · blue: process, '
-                 f"green: commit</text>")  # fmt: skip
+    parts.append(f'<text x="{_LEFT + 120}" y="{axis_y}">{total:.1f} s</text>')
     parts.append("</svg>")
     return "".join(parts)
 
@@ -194,6 +200,9 @@ def render_page(status: TopologyStatus, *, json_href: str = "", refresh_s: int =
 </div>
 <h2>Timeline</h2>
 {timeline_svg(status.batches, now=status.collected_at)}
+<p class="note"><span style="color:#4299e1">&#9632;</span> process
+<span style="color:#a0aec0">&#9632;</span> processed, waiting for its commit turn
+<span style="color:#48bb78">&#9632;</span> commit; hatched: still running</p>
 <h2>Batches</h2>
 <table class="batches"><tr>{header}</tr>{rows}</table>
 <h2>Lag per source partition</h2>
