@@ -6,96 +6,40 @@ The api-server mounts the app under ``/trident-status`` and the UI shows it in t
   not a Trident DAG says so), rendering ``/trident-status/dags/<dag_id>``;
 * **Trident topologies** under *Browse*, listing the Trident DAGs the user may read.
 
-Routes (every one behind Airflow's authentication: the UI's session cookie or a
-``Authorization: Bearer <JWT>`` header, as for Airflow's own REST API; the DAG routes also ask the
-auth manager whether the user may read the DAG's runs):
-
-``GET /trident-status/``                 the list of Trident DAGs (HTML)
-``GET /trident-status/dags/{dag_id}``    the page: facts, batch timeline, rows per txid, lag
-``GET /trident-status/api/dags/{dag_id}`` the same facts as JSON (``airflow-trident status --json``)
-
-The facts are those of ``airflow-trident status`` (:mod:`airflow_trident.status`), read from
-ZooKeeper, the commit ledger and the staging area through the DAG's own connections.
-The plugin is registered by the ``airflow.plugins`` entry point of this distribution.
+The routes, and how they are protected: :mod:`airflow_trident.plugins.status_app`. Every Airflow
+process loads plugins (task processes too, for macros), so this module stays light: the app is
+built, with its FastAPI and security imports, on the api-server's first request to it. The
+plugin is registered by the ``airflow.plugins`` entry point of this distribution.
 """
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
-from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_dag
 from airflow.plugins_manager import AirflowPlugin
-from fastapi import Depends, FastAPI, HTTPException
-from fastapi.responses import HTMLResponse, JSONResponse
 
-from airflow_trident.errors import TridentError
-from airflow_trident.plugins.status_page import render_index, render_page
-from airflow_trident.runtime.status import TopologyStatus
-from airflow_trident.status import DagTopology, collect_status, dag_topology, trident_dag_ids
-
-__all__ = ["URL_PREFIX", "TridentStatusPlugin", "create_app"]
-
-log = logging.getLogger(__name__)
+__all__ = ["URL_PREFIX", "TridentStatusPlugin"]
 
 URL_PREFIX = "/trident-status"
 
-_READ_RUNS = Depends(requires_access_dag("GET", DagAccessEntity.RUN))
+_Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+_Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
 
-def _authorized_trident_dags(user: Any) -> list[str]:
-    from airflow.api_fastapi.app import get_auth_manager
+class _LazyApp:
+    """An ASGI app that builds the view's FastAPI app on its first request."""
 
-    readable = get_auth_manager().get_authorized_dag_ids(user=user, method="GET")
-    return trident_dag_ids(sorted(readable))
+    def __init__(self) -> None:
+        self._app: Any = None
 
+    async def __call__(self, scope: MutableMapping[str, Any], receive: _Receive,
+                       send: _Send) -> None:  # fmt: skip
+        if self._app is None:
+            from airflow_trident.plugins.status_app import create_app
 
-def create_app(
-    *,
-    resolve: Callable[[str], DagTopology] = dag_topology,
-    collect: Callable[[DagTopology], TopologyStatus] = collect_status,
-    list_dags: Callable[[Any], Iterable[str]] = _authorized_trident_dags,
-) -> FastAPI:
-    """The view's FastAPI app; ``resolve``, ``collect`` and ``list_dags`` say where the facts
-    come from (defaults: the DAG's connections, the metadata database)."""
-    app = FastAPI(title="Trident status", docs_url=None, redoc_url=None, openapi_url=None)
-
-    def status_of(dag_id: str) -> TopologyStatus:
-        try:
-            return collect(resolve(dag_id))
-        except LookupError as exc:
-            raise HTTPException(status_code=404, detail=str(exc)) from exc
-        except TridentError as exc:  # ZooKeeper or the state database is unreachable
-            log.warning("status of DAG %s: %s", dag_id, exc)
-            raise HTTPException(status_code=503, detail=str(exc)) from exc
-
-    @app.get("/", response_class=HTMLResponse)
-    def index(user: GetUserDep) -> str:
-        return render_index(list(list_dags(user)), base=f"{URL_PREFIX}/")
-
-    @app.get("/dags/{dag_id}", response_class=HTMLResponse, dependencies=[_READ_RUNS])
-    def page(dag_id: str) -> HTMLResponse:
-        try:
-            status = status_of(dag_id)
-        except HTTPException as exc:
-            body = (f'<!DOCTYPE html><html><body><h1>Trident</h1><p class="error">'
-                    f"{_escape(str(exc.detail))}</p></body></html>")  # fmt: skip
-            return HTMLResponse(body, status_code=exc.status_code)
-        return HTMLResponse(render_page(status, json_href=f"{URL_PREFIX}/api/dags/{dag_id}"))
-
-    @app.get("/api/dags/{dag_id}", dependencies=[_READ_RUNS])
-    def facts(dag_id: str) -> JSONResponse:
-        return JSONResponse(status_of(dag_id).to_dict())
-
-    return app
-
-
-def _escape(text: str) -> str:
-    from html import escape
-
-    return escape(text)
+            self._app = create_app()
+        await self._app(scope, receive, send)
 
 
 class TridentStatusPlugin(AirflowPlugin):
@@ -103,7 +47,7 @@ class TridentStatusPlugin(AirflowPlugin):
 
     name = "trident_status"
     fastapi_apps = [  # noqa: RUF012 (AirflowPlugin's own attributes are plain lists)
-        {"app": create_app(), "url_prefix": URL_PREFIX, "name": "Trident status"}
+        {"app": _LazyApp(), "url_prefix": URL_PREFIX, "name": "Trident status"}
     ]
     external_views = [  # noqa: RUF012
         {

@@ -61,7 +61,7 @@ def view(
     from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
     from fastapi.testclient import TestClient
 
-    from airflow_trident.plugins.status_view import create_app
+    from airflow_trident.plugins.status_app import create_app
     from airflow_trident.status import DagTopology
 
     root = tmp_path_factory.mktemp("status_view")
