@@ -88,8 +88,8 @@ def test_status_reports_txids_phases_commits_and_lag_as_the_ledger_and_zookeeper
     ]  # fmt: skip
     assert [c.records_in for c in status.commits] == [10, 10, 10]
     for commit in status.commits:
-        assert commit.process_seconds is not None and commit.process_seconds >= 0
-        assert commit.commit_seconds is not None and commit.commit_seconds >= 0
+        assert commit.process_seconds is not None
+        assert commit.commit_seconds is not None
         assert commit.process_started_at <= commit.commit_started_at <= commit.committed_at
     # And the lag is what the spout has not emitted after txid 5 (the newest emitted batch)
     assert [(g.spout, g.partition, g.as_of_txid, g.pending) for g in status.lag] == [
