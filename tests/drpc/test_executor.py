@@ -211,12 +211,44 @@ def test_a_query_during_a_paused_transactional_commit_reads_prev_values(
 
 
 @pytest.mark.integration
-def test_transactional_sql_state_without_prev_asks_to_retry_during_a_commit(
+@pytest.mark.parametrize("value_type", ["bigint", "json"])
+def test_a_query_during_a_paused_transactional_sql_commit_reads_prev_values(
+    zk_store: CoordinatorStore,
+    pg_binding: StateBinding,
+    unique_name: str,
+    paused: Pause,
+    value_type: str,
+) -> None:
+    # Given transactional PostgreSQL state (one value column: rows keep prev), txid 1 committed
+    injector = FaultInjector()
+    factory = sql_state(
+        None, unique_name, "transactional", key_fields=("word",), value_type=value_type
+    )
+    topology = seed_topology(unique_name, factory)
+    runner = LocalRunner(topology, store=FaultyStore(zk_store, injector), states=pg_binding)
+    runner.run(1)
+    drpc = DRPCExecutor(topology, store=zk_store, states=pg_binding)
+    # When txid 2 ("nice to meet you") wrote its counts and pauses before the compare-and-set
+    injector.arm("store.commit.before", action=paused)
+    thread = _commit_in_thread(runner, paused)
+    # Then "you" keeps its committed count 1 (2 is written) and "nice" is still unknown
+    assert drpc.execute_json("words", "you how") == "[[2]]"
+    assert drpc.execute_json("word", "nice") == '[["nice",null]]'
+    paused.release.set()
+    thread.join(60)
+    assert drpc.execute_json("words", "you how") == "[[3]]"
+
+
+@pytest.mark.integration
+def test_table_shaped_transactional_state_asks_to_retry_during_a_commit(
     zk_store: CoordinatorStore, pg_binding: StateBinding, unique_name: str, paused: Pause
 ) -> None:
-    # Given transactional PostgreSQL state (its rows keep no prev), txid 1 committed
+    # Given table-shaped transactional PostgreSQL state (a `count` column, no prev), txid 1
     injector = FaultInjector()
-    factory = sql_state(None, unique_name, "transactional", key_fields=("word",))
+    factory = sql_state(
+        None, unique_name, "transactional", key_fields=("word",), value_fields=("count",),
+        value_type="bigint",
+    )  # fmt: skip
     topology = seed_topology(unique_name, factory)
     runner = LocalRunner(topology, store=FaultyStore(zk_store, injector), states=pg_binding)
     runner.run(1)

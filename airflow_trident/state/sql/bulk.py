@@ -53,7 +53,8 @@ class PgBulk:
     _trident_bulk.val, NULL AS anon_2 FROM _trident_bulk ORDER BY _trident_bulk.key
     ON CONFLICT (key) DO UPDATE SET txid = excluded.txid, val = CASE WHEN
     (wc.txid = excluded.txid) THEN wc.val ELSE coalesce(wc.val + excluded.val, wc.val,
-    excluded.val) END WHERE wc.txid <= excluded.txid
+    excluded.val) END, prev = CASE WHEN (wc.txid = excluded.txid) THEN wc.prev ELSE wc.val END
+    WHERE wc.txid <= excluded.txid
     """
 
     def __init__(self, layout: TableLayout) -> None:

@@ -3,12 +3,14 @@
 A table-shaped state (``value_fields``) has one column per value field for ``val`` and, when
 opaque, one ``prev_<field>`` per field for ``prev``: a one-field value is stored as is, a value of
 several fields is a tuple (or list) of them, read back as a tuple; ``None`` is ``NULL`` in every
-column (so a tuple of ``None`` s reads back as ``None``).
+column (so a tuple of ``None`` s reads back as ``None``). A transactional ``prev`` (the value
+before the txid, read by DRPC while that txid's commit is in progress) is kept where the table
+has a ``prev`` column (the one-value form), not in table-shaped transactional state.
 
 ======================  =====================================================
 state type              row
 ======================  =====================================================
-transactional           ``TransactionalValue(txid, val)`` <-> ``txid, val, NULL``
+transactional           ``TransactionalValue(txid, val, prev)`` <-> ``txid, val, prev``
 opaque                  ``OpaqueValue(curr_txid, curr, prev)`` <-> ``txid, val, prev``
 non-transactional       ``value`` <-> ``NULL, val, NULL``
 ======================  =====================================================
@@ -130,7 +132,8 @@ class RowCodec:
         if kind is StateType.TRANSACTIONAL:
             if not isinstance(value, TransactionalValue):
                 raise self._wrong_value(value, "TransactionalValue", "TransactionalMap")
-            return value.txid, *enc(value.val), *self._no_prev
+            prev = enc(value.prev) if self.layout.prev_columns else self._no_prev
+            return value.txid, *enc(value.val), *prev
         if kind is StateType.OPAQUE:
             if not isinstance(value, OpaqueValue):
                 raise self._wrong_value(value, "OpaqueValue", "OpaqueMap")
@@ -153,7 +156,9 @@ class RowCodec:
             )
             raise StateError(msg)
         if kind is StateType.TRANSACTIONAL:
-            return TransactionalValue(txid, val)
+            if not self.layout.prev_columns:  # a table-shaped state keeps no prev
+                return TransactionalValue(txid, val)
+            return TransactionalValue(txid, val, self._dec(columns[self._width :]), True)
         return OpaqueValue(txid, val, self._dec(columns[self._width :]))
 
     def encode_rows(

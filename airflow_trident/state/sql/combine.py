@@ -8,14 +8,15 @@ an existing row ``t`` takes, with ``d`` the batch's delta and ``op(NULL, d) = d`
 =================  ===========================================  ==================================
 state type         ``t.txid = batch txid`` (a replay)            ``t.txid < batch txid``
 =================  ===========================================  ==================================
-transactional      unchanged                                     ``val = op(val, d)``, txid
+transactional      unchanged                                     ``prev = val, val = op(val, d)``
 opaque             ``val = op(prev, d)``, prev unchanged         ``prev = val, val = op(val, d)``
 non-transactional  ``val = op(val, d)`` (no txid kept)           same
 =================  ===========================================  ==================================
 
-A row whose txid is ahead of the batch (or ``NULL`` in a transactional/opaque table) is filtered
-out by ``WHERE t.txid <= EXCLUDED.txid``: the statement then affects fewer rows than it has keys,
-which is how the caller detects a state that is ahead, for free.
+Every rule also sets ``txid`` (a transactional table without a ``prev`` column, table-shaped,
+skips ``prev``). A row whose txid is ahead of the batch (or ``NULL`` in a transactional/opaque
+table) is filtered out by ``WHERE t.txid <= EXCLUDED.txid``: the statement then affects fewer
+rows than it has keys, which is how the caller detects a state that is ahead, for free.
 
 ``op`` is written with ``CASE`` and ``COALESCE`` so that NULL means "no value" on every
 database (SQLite's two-argument ``min``/``max`` return NULL for a NULL argument).
@@ -88,9 +89,10 @@ def combine_set(
     replay = target.txid == excluded.txid
     ahead_filter = target.txid <= excluded.txid
     if state_type is StateType.TRANSACTIONAL:
-        return {v: sa.case((replay, val), else_=op_sql(op, val, d)), "txid": excluded.txid}, (
-            ahead_filter
-        )
+        set_ = {v: sa.case((replay, val), else_=op_sql(op, val, d)), "txid": excluded.txid}
+        if p:  # the value before the batch, for committed-only reads during its commit
+            set_[p] = sa.case((replay, target[p]), else_=val)
+        return set_, ahead_filter
     prev = target[p]
     return {
         v: sa.case((replay, op_sql(op, prev, d)), else_=op_sql(op, val, d)),
