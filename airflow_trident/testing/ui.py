@@ -36,6 +36,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -67,6 +68,7 @@ UI_PORT = 8080
 
 USERNAME = "admin"
 _PASSWORDS_FILE = "simple_auth_manager_passwords.json"
+_MAX_PROFILE_PARENT = 48  # + "/chromium-XXXXXXXX/profile/SingletonSocket" < 108 bytes
 ALL_COMPONENTS: tuple[str, ...] = ("api-server", "scheduler", "dag-processor", "triggerer")
 
 
@@ -333,16 +335,35 @@ def _kill_group(servers: AirflowServers) -> None:
 
 
 @contextlib.contextmanager
-def chromium(work_dir: Path, *, width: int = 1400, height: int = 1000) -> Iterator[Any]:
+def chromium(
+    work_dir: Path | None = None, *, width: int = 1400, height: int = 1000
+) -> Iterator[Any]:
     """A headless Debian Chromium driven by Selenium (``chromium``, ``chromium-driver``).
 
-    Chromium's profile and temporary files go under ``work_dir`` (not ``~``); the Selenium
-    Manager is never asked (it would go to the network): the driver's path is given.
+    Chromium's profile, HOME and temporary files go to a new directory under ``work_dir``
+    (default, or when ``work_dir`` is too deep: the system's temporary directory), removed on
+    exit: the profile holds a UNIX socket, whose path may not exceed 107 bytes (under a pytest
+    ``tmp_path`` it does: "Chrome instance exited"). The Selenium Manager is never asked (it
+    would go to the network): the driver's path is given.
     """
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
-    work_dir.mkdir(parents=True, exist_ok=True)
+    if work_dir is not None and len(str(work_dir.resolve())) > _MAX_PROFILE_PARENT:
+        work_dir = None  # too deep for the profile's socket
+    if work_dir is not None:
+        work_dir.mkdir(parents=True, exist_ok=True)
+    with (
+        tempfile.TemporaryDirectory(prefix="chromium-", dir=work_dir) as tmp,
+        _chromium_driver(webdriver, Service, Path(tmp), width, height) as driver,
+    ):
+        yield driver
+
+
+@contextlib.contextmanager
+def _chromium_driver(
+    webdriver: Any, service_class: Any, work_dir: Path, width: int, height: int
+) -> Iterator[Any]:
     options = webdriver.ChromeOptions()
     options.binary_location = "/usr/bin/chromium"
     for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
@@ -350,7 +371,7 @@ def chromium(work_dir: Path, *, width: int = 1400, height: int = 1000) -> Iterat
         options.add_argument(arg)  # fmt: skip
     env = {"HOME": str(work_dir), "XDG_CONFIG_HOME": str(work_dir / "config"),
            "XDG_CACHE_HOME": str(work_dir / "cache"), "TMPDIR": str(work_dir)}  # fmt: skip
-    service = Service("/usr/bin/chromedriver", env={**os.environ, **env})
+    service = service_class("/usr/bin/chromedriver", env={**os.environ, **env})
     driver = webdriver.Chrome(service=service, options=options)
     try:
         yield driver

@@ -81,9 +81,9 @@ def ui_artifacts() -> Path:
 
 
 @pytest.fixture
-def browser(tmp_path: Path) -> Iterator[Any]:
-    """A headless Chromium (Selenium WebDriver) with its profile under ``tmp_path``."""
-    with chromium(tmp_path / "chromium") as driver:
+def browser() -> Iterator[Any]:
+    """A headless Chromium (Selenium WebDriver) with a profile of its own, removed after."""
+    with chromium() as driver:
         yield driver
 
 

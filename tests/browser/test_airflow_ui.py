@@ -47,8 +47,9 @@ def test_a_newcomer_finds_the_txid_and_the_log_of_a_batch(
 
     # And finds the DAG in the DAG list
     browser.get(f"{trident_ui.url}/dags")
-    _wait_for_text(browser, trident_ui.dag_id)
+    dags = _wait_for_text(browser, trident_ui.dag_id)
     browser.save_screenshot(str(ui_artifacts / "02-dags.png"))
+    assert "1 Dag" in dags  # no example DAGs beside it
     browser.find_element(By.LINK_TEXT, trident_ui.dag_id).click()
     WebDriverWait(browser, WAIT_S).until(lambda d: f"/dags/{trident_ui.dag_id}" in d.current_url)
 
@@ -58,8 +59,9 @@ def test_a_newcomer_finds_the_txid_and_the_log_of_a_batch(
     browser.save_screenshot(str(ui_artifacts / "03-run-note.png"))
     assert run_id in page
 
-    # And the process task's log shows the batch it processed
+    # And the process task's log shows the batch it processed (the log view renders its end)
     browser.get(f"{run_url}/tasks/batch.process")
     log = _wait_for_text(browser, "txid 1 processed")
     browser.save_screenshot(str(ui_artifacts / "04-process-log.png"))
-    assert "processing txid 1 of airflow_trident.examples.topologies:word_count" in log
+    assert "ProcessBatchOperator" in log
+    assert "txid 1 processed: {'topology': 'word_count', 'txid': 1" in log
