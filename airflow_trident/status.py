@@ -11,6 +11,7 @@ staging area to :class:`~airflow_trident.runtime.status.StatusCollector` (what e
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
@@ -114,21 +115,19 @@ def dag_topology(dag_id: str) -> DagTopology:
 
 
 def trident_dag_ids(dag_ids: list[str]) -> list[str]:
-    """Those of ``dag_ids`` whose serialized DAG has a Trident begin task (cheap: no parsing)."""
+    """Those of ``dag_ids`` whose serialized DAG has a Trident begin task (no DAG parsing)."""
     from airflow.models.serialized_dag import SerializedDagModel
     from airflow.utils.session import create_session
     from sqlalchemy import select
 
-    found = []
+    found: set[str] = set()
     with create_session() as session:
-        rows = session.execute(
-            select(SerializedDagModel.dag_id, SerializedDagModel._data).where(
-                SerializedDagModel.dag_id.in_(dag_ids)
-            )
+        rows = session.scalars(
+            select(SerializedDagModel).where(SerializedDagModel.dag_id.in_(dag_ids))
         )
-        for dag_id, data in rows:
-            if dag_id not in found and "BeginBatchOperator" in str(data):
-                found.append(dag_id)
+        for row in rows:  # .data: the JSON, decompressed when [core] compresses it
+            if row.dag_id not in found and '"BeginBatchOperator"' in json.dumps(row.data):
+                found.add(row.dag_id)
     return sorted(found)
 
 
