@@ -28,6 +28,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+_log = logging.getLogger(__name__)
+
 __all__ = [
     "QUEUED_GRACE_S",
     "STALL_CHECK_S",
@@ -39,8 +41,9 @@ __all__ = [
 STALL_CHECK_S = 10.0
 """Seconds between two looks at the awaited txid's runs."""
 
-QUEUED_GRACE_S = 60.0
-"""How long the awaited txid's only live run may stay queued before the waiting run yields."""
+QUEUED_GRACE_S = 30.0
+"""How long the awaited txid's runs may stay queued (none running) before the waiting run
+yields: a run with a free slot starts within a few scheduler loops."""
 
 _ENDED = ("failed", "success")
 
@@ -152,9 +155,13 @@ def dagrun_states(dag_id: str, run_ids: Sequence[str]) -> dict[str, str | None]:
     states: dict[str, str | None] = {}
     for run_id in run_ids:
         try:
-            states[run_id] = str(RuntimeTaskInstance.get_dagrun_state(dag_id, run_id))
-        except Exception:  # no Task Execution API here, or the run is gone: no verdict
+            state = RuntimeTaskInstance.get_dagrun_state(dag_id, run_id)
+        except Exception as error:  # no Task Execution API here, or the run is gone: no verdict
+            _log.debug("no state for run %s of %s: %s", run_id, dag_id, error)
             states[run_id] = None
+            continue
+        # the API answers with its own enum, whose str() is "DagRunState.QUEUED"
+        states[run_id] = str(getattr(state, "value", state))
     return states
 
 
@@ -179,14 +186,20 @@ def wait_watching(
             return False
         if now - checked >= STALL_CHECK_S:
             checked = now
-            verdict = watch.verdict(states(watch.dag_id, runs()), now)
+            observed = dict(states(watch.dag_id, runs()))
+            verdict = watch.verdict(observed, now)
             if verdict is not None:
                 from airflow.sdk.exceptions import AirflowFailException
 
                 log.error("%s", verdict)
                 raise AirflowFailException(verdict)
             log.info(
-                "txid %d waits for txid %d (%s)", watch.txid, watch.txid - 1, watch.waiting_for
+                "txid %d waits for txid %d (%s); the runs of txid %d: %s",
+                watch.txid,
+                watch.txid - 1,
+                watch.waiting_for,
+                watch.txid - 1,
+                observed,
             )
         time.sleep(poll_s)
     return True

@@ -60,6 +60,7 @@ from airflow_trident.coordination.client import ZkConfig, connect
 from airflow_trident.coordination.paths import CoordinatorPaths
 from airflow_trident.coordination.store import CoordinatorStore
 from airflow_trident.errors import TridentError
+from airflow_trident.operators.stalls import QUEUED_GRACE_S, STALL_CHECK_S
 from airflow_trident.testing.connect import running_connect_server
 from airflow_trident.testing.scheduler import AirflowCluster, running_airflow
 from airflow_trident.testing.servers import PrivatePostgres, PrivateZooKeeper
@@ -327,6 +328,7 @@ class _Driver:
         self.known_txids: dict[str, int] = {}
         self.cleared: dict[str, int] = {}  # run -> txid it had when cleared
         self.handling: set[str] = set()  # failed on purpose, not cleared yet
+        self._stuck_since: float | None = None
         self.yielded: dict[str, int] = {}  # failed at once, waiting for a stuck txid: run -> txid
         self._looked_at_failures = 0.0
         self._committed = 0
@@ -705,7 +707,21 @@ class _Driver:
                 return
         queued = [r for r in runs if states.get(r) == "queued"]
         running = sorted(r for r, s in states.items() if s == "running")
-        if queued and len(running) >= self.config.max_active_batches:
+        stuck = queued and len(running) >= self.config.max_active_batches
+        if stuck and self._stuck_since is None:
+            # the waiting runs give their slots back within QUEUED_GRACE_S and a check or two
+            self._stuck_since = time.monotonic()
+            self.log(f"  run {queued[0]} of txid {target} is queued while {len(running)} runs "
+                     f"hold every slot: they should give their slots back")  # fmt: skip
+            return
+        if not stuck:
+            self._stuck_since = None
+        elif (
+            self._stuck_since is not None
+            and time.monotonic() - self._stuck_since < QUEUED_GRACE_S + 3 * STALL_CHECK_S
+        ):
+            return
+        if stuck:
             waiting = {r: txids.get(r) for r in running}
             problem = (
                 f"stuck: run {queued[0]} of txid {target} (the next to commit) stays queued while "
