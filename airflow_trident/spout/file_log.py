@@ -225,7 +225,7 @@ def count_records(filesystem: pafs.FileSystem, path: str, fmt: str) -> int:
     with filesystem.open_input_stream(path) as stream:
         while chunk := stream.read(_CHUNK):
             lines += chunk.count(b"\n")
-            if b"\n\n" in chunk or b"\n\r\n" in chunk or last + chunk[:1] == b"\n\n":
+            if b"\n\n" in chunk or last + chunk[:1] == b"\n\n":
                 blank += sum(1 for ln in chunk.split(b"\n")[1:-1] if not ln.strip())
             last = chunk[-1:]
     if last != b"\n":
