@@ -19,7 +19,8 @@ partition directories of 32 files each, generated once under ``--data`` (kept fo
 Both run in the same SparkSession, warmed up once, then alternate ``--runs`` times; the medians
 are compared and both results checked equal. Then ours at 1x, 4x and 16x batch size (8, 32 and
 128 files: 1/16, 1/4 and all of the data): seconds, seconds per 1x, and the growth against
-linear (``growth_16x=`` time / (16 x the 1x time)). Printed last: ``ratio=`` (hand-written seconds / ours).
+linear (``growth_16x=`` time / (16 x the 1x time)). Printed last: ``ratio=`` (hand-written
+seconds / ours).
 """
 
 from __future__ import annotations
@@ -71,10 +72,13 @@ def generate(data: Path, gb: float, seed: int = 11) -> Path:
         for f in range(FILES_PER_PARTITION):
             target = root / f"p{p}" / f"{f:05d}.jsonl"
             with open(target, "wb") as out:
-                written = 0
-                while written < per_file:
-                    out.write(block)
-                    written += len(block)
+                left = per_file
+                while left > 0:
+                    cut = len(block) if left >= len(block) else block.rfind(b"\n", 0, left) + 1
+                    if cut <= 0:
+                        break
+                    out.write(block[:cut])
+                    left -= cut
     marker.write_text("ok\n")
     return root
 

@@ -140,7 +140,7 @@ def test_a_replay_refuses_a_file_changed_since_its_txid_was_fixed(tmp_path: Path
     steps.process_local(txid)
     path.write_text("\n".join(sentences("one", "two")) + "\n")
     # Then emitting txid 1 again fails, naming the file
-    with pytest.raises(SpoutEmitError, match="0.jsonl was 13 bytes when the batch was fixed and is 26 bytes"):
+    with pytest.raises(SpoutEmitError, match=r"0\.jsonl was 13 bytes when .* is 26 bytes now"):
         steps.process_local(txid)
 
 
