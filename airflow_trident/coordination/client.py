@@ -340,7 +340,8 @@ def connect(config: ZkConfig) -> KazooClient:
             secure += f" (SASL {config.sasl.mechanism}: does the server accept these credentials?)"
         msg = (
             f"ZooKeeper at {config.connect_string} did not answer within {config.timeout:g}s; "
-            f"hint: is it running?{secure} (`bash scripts/services.sh start` starts a local one)"
+            f"hint: is it running, and are the trident_zookeeper connection's host and port "
+            f"right?{secure}"
         )
         raise CoordinatorUnavailableError(msg) from exc
     except KazooException as exc:  # the server answered, and refused the session

@@ -35,8 +35,8 @@ CONNECT_TIMEOUT_S = 10
 """Default connect timeout (seconds) of PostgreSQL engines made from a URL."""
 
 _HINT_UNAVAILABLE = (
-    "hint: check that the database server runs and the URL is right (for local development: "
-    '`bash scripts/services.sh start`, then `eval "$(bash scripts/services.sh env)"`)'
+    "hint: check that the database server runs and the URL (the state connection, or "
+    "TRIDENT_STATE_URL) is right"
 )
 
 _ENGINES: dict[str, sa.Engine] = {}
