@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from collections.abc import Container, Sequence
 from dataclasses import dataclass
@@ -37,7 +38,13 @@ from airflow_trident.coordination.paths import CoordinatorPaths
 from airflow_trident.coordination.store import CoordinatorStore
 from airflow_trident.errors import ConfigurationError, MetadataError, TridentError
 
-__all__ = ["BackfillRun", "main", "plan_backfill"]
+__all__ = ["DESCRIPTION", "BackfillRun", "main", "plan_backfill"]
+
+DESCRIPTION = (
+    "Command-line tools next to Airflow's own, for DAGs made by trident_dag: replay txids "
+    "(backfill), fill new states from the batch archive (rebuild), answer DRPC requests "
+    "(drpc), show a topology's txids and batches (status). Results go to stdout, logs to stderr."
+)
 
 REPLAY_PREFIX = "trident_replay__txid_"
 NEW_PREFIX = "trident_new__txid_"
@@ -254,6 +261,20 @@ def _recreate(dag_id: str, run: BackfillRun) -> str:
     )
 
 
+def _logs_to_stderr() -> None:
+    """Send log lines to stderr: a command's results go to stdout (Airflow, once imported,
+    logs to stdout)."""
+    import airflow  # noqa: F401 - configures Airflow's logging, which the lines below move
+    import structlog
+
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.StreamHandler) and handler.stream is sys.stdout:
+            handler.setStream(sys.stderr)
+    factory: Any = structlog.get_config().get("logger_factory")
+    if getattr(factory, "io", sys.stderr) is None:  # Airflow's factory: None means stdout
+        factory.io = sys.stderr
+
+
 def _error(message: str) -> None:
     print(f"airflow-trident: {message}", file=sys.stderr)
 
@@ -317,29 +338,34 @@ def rebuild(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``airflow-trident``."""
-    parser = argparse.ArgumentParser(prog="airflow-trident", description=__doc__.split("\n\n")[0])
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(prog="airflow-trident", description=DESCRIPTION)
+    commands = parser.add_subparsers(dest="command", required=True, help="what to do")
     fill = commands.add_parser("backfill", help="create DAG runs replaying a txid range")
-    fill.add_argument("dag_id")
-    fill.add_argument("--from-txid", type=int, required=True)
-    fill.add_argument("--to-txid", type=int, required=True)
-    fill.add_argument("--dry-run", action="store_true")
+    fill.add_argument("dag_id", help="a DAG made by trident_dag")
+    fill.add_argument("--from-txid", type=int, required=True, help="first txid of the range")
+    fill.add_argument("--to-txid", type=int, required=True, help="last txid of the range")
+    fill.add_argument("--dry-run", action="store_true", help="print the runs, create none")
     build = commands.add_parser("rebuild", help="fill new states from the batch archive")
     build.add_argument("topology", help="package.module:attribute")
     build.add_argument("--state", action="append", required=True, help="a state to rebuild")
-    build.add_argument("--from-txid", type=int, default=1)
+    build.add_argument("--from-txid", type=int, default=1, help="first txid (default 1)")
     build.add_argument("--to-txid", type=int, default=None, help="default: last committed")
-    build.add_argument("--state-conn-id", default=None)
+    build.add_argument(
+        "--state-conn-id", default=None, help="the state database's Airflow connection"
+    )
     build.add_argument("--source-topology", default=None, help="whose archive (default: same)")
     ask = commands.add_parser("drpc", help="answer a DRPC request from committed state")
-    ask.add_argument("dag_id")
-    ask.add_argument("function")
-    ask.add_argument("args")
+    ask.add_argument("dag_id", help="a DAG made by trident_dag")
+    ask.add_argument("function", help="the DRPC stream's name (new_drpc_stream)")
+    ask.add_argument("args", help="the request's argument string")
     show = commands.add_parser("status", help="show txids, batches in flight, commits, lag")
     show.add_argument("dag_id", help="a DAG made by trident_dag")
     show.add_argument("--json", action="store_true", help="print JSON instead of text")
     show.add_argument("--last", type=int, default=10, help="how many last commits (default 10)")
     args = parser.parse_args(argv)
+    from airflow.sdk.exceptions import AirflowNotFoundException
+
+    _logs_to_stderr()
     try:
         if args.command == "status":
             from airflow_trident.status import status_command
@@ -354,6 +380,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return backfill(args.dag_id, args.from_txid, args.to_txid, dry_run=args.dry_run)
     except (ValueError, LookupError, TridentError) as exc:
         _error(str(exc))
+        return 2
+    except AirflowNotFoundException as exc:  # a missing connection: a hint, not a traceback
+        _error(f"{exc}. Hint: create it (`airflow connections add ...`, the UI's Admin > "
+               f"Connections, or an AIRFLOW_CONN_<ID> environment variable)")  # fmt: skip
         return 2
 
 

@@ -8,7 +8,9 @@ home whose DAGs were serialized (``airflow dags reserialize``); executing the ru
 
 from __future__ import annotations
 
+import argparse
 import json
+import re
 import sqlite3
 import subprocess
 import sys
@@ -19,7 +21,7 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
-from airflow_trident.cli import plan_backfill
+from airflow_trident.cli import main, plan_backfill
 from airflow_trident.coordination.client import ZkConfig
 from airflow_trident.coordination.paths import CoordinatorPaths
 from airflow_trident.coordination.store import CoordinatorStore
@@ -244,3 +246,80 @@ def test_cli_module_runs_as_a_script() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "--from-txid" in done.stdout
+
+
+# -- usage: help, streams, missing connections ----------------------------------------------------
+
+_REST = re.compile(r"``|:(mod|class|func|meth|attr|data|exc):`")
+
+
+def _parsers() -> dict[str, argparse.ArgumentParser]:
+    """The command's parser ("") and each subcommand's, as ``main`` builds them."""
+    built: list[argparse.ArgumentParser] = []
+
+    def capture(self: argparse.ArgumentParser, *args: object, **kwargs: object) -> None:
+        built.append(self)
+        raise SystemExit(0)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(argparse.ArgumentParser, "parse_args", capture)
+        with pytest.raises(SystemExit):
+            main([])
+    (root,) = built
+    (commands,) = [a for a in root._actions if isinstance(a, argparse._SubParsersAction)]
+    return {"": root, **commands.choices}
+
+
+def test_every_subcommand_and_option_has_help_text() -> None:
+    # Given the command's parsers, When each argument is inspected
+    parsers = _parsers()
+    assert {"backfill", "rebuild"} <= set(parsers)
+    # Then every positional and option has help text
+    missing = [
+        f"{name or 'airflow-trident'} {action.dest}"
+        for name, parser in parsers.items()
+        for action in parser._actions
+        if not isinstance(action, argparse._HelpAction) and not (action.help or "").strip()
+    ]
+    assert missing == []
+
+
+@pytest.mark.parametrize("command", ["", "backfill", "rebuild", "drpc", "status"])
+def test_help_has_no_rest_markup(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    # When --help is asked of the command or a subcommand
+    with pytest.raises(SystemExit) as done:
+        main([command, "--help"] if command else ["--help"])
+    out = capsys.readouterr().out
+    # Then it prints plain text: no ``literal`` or :mod:`x` from the docstrings
+    assert done.value.code == 0
+    assert "usage: airflow-trident" in out
+    assert _REST.search(out) is None, out
+
+
+def test_a_missing_connection_is_one_line_with_a_hint(tmp_path: Path) -> None:
+    # Given no connection "nope" When a command needs it
+    home = prepare_airflow_home(tmp_path / "airflow", migrate=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "airflow_trident.cli", "rebuild",
+         "airflow_trident.examples.topologies:word_count", "--state", "word_counts",
+         "--state-conn-id", "nope"],
+        env=home.env(), cwd=tmp_path, capture_output=True, text=True, check=False, timeout=120,
+    )  # fmt: skip
+    # Then it exits 2 with one line naming the connection and how to create it
+    line = _one_line_error(done)
+    assert "`nope`" in line
+    assert "AIRFLOW_CONN_" in line
+
+
+@pytest.mark.integration
+def test_results_go_to_stdout_and_log_lines_to_stderr(
+    backfiller: Backfiller, topology_store: CoordinatorStore, unique_name: str
+) -> None:
+    # Given a command that connects to ZooKeeper (which logs) and prints its plan
+    topology_store.bind_run("scheduled__1")
+    done = backfiller.run("cli_dry", unique_name, "--from-txid", "1", "--to-txid", "1", "--dry-run")
+    assert done.returncode == 0, done.stderr[-3000:]
+    # Then stdout holds only the results, and the log lines are on stderr
+    assert done.stdout.splitlines()[0].startswith("DAG cli_dry, topology ")
+    assert all(line.startswith(("DAG ", "  would create")) for line in done.stdout.splitlines())
+    assert "Connecting to ZooKeeper" in done.stderr
