@@ -160,7 +160,8 @@ class TableRange:
         query = sa.select(*(table.c[f] for f in names)).where(*self._where(table))
         from sqlalchemy.dialects import postgresql
 
-        dialect: Any = postgresql.dialect()  # type: ignore[no-untyped-call]
+        # named paramstyle: a literal SQL string, with no "%" doubled for a driver
+        dialect: Any = postgresql.dialect(paramstyle="named")  # type: ignore[no-untyped-call]
         sql = query.compile(dialect=dialect, compile_kwargs={"literal_binds": True})
         return f"({sql}) AS trident_range"
 
