@@ -15,10 +15,12 @@ def test_dagbag_has_no_import_errors() -> None:
     bag = DagBag(dag_folder=str(DAGS))
     assert bag.import_errors == {}
     assert sorted(bag.dag_ids) == [
+        "trident_file_word_count",
         "trident_global_count",
         "trident_opaque_count",
         "trident_user_scores",
         "trident_word_count",
+        "trident_word_count_report",
     ]
     dag = bag.dags.get("trident_word_count")
     assert dag is not None
@@ -72,3 +74,19 @@ def test_connect_process_mode_makes_a_connect_process_task() -> None:
     assert process.spark_connect_conn_id == "my_connect"
     with pytest.raises(ConfigurationError, match="process_mode 'local' is not one of"):
         trident_dag("airflow_trident.examples.topologies:word_count", process_mode="local")
+
+
+def test_the_commit_task_feeds_the_asset_the_report_dag_is_scheduled_on() -> None:
+    from airflow.dag_processing.dagbag import DagBag
+    from airflow.sdk import AssetAlias
+
+    from airflow_trident.operators.assets import commits_alias, committed_asset
+
+    # Given the example DAGs
+    bag = DagBag(dag_folder=str(DAGS))
+    commit = bag.dags["trident_word_count"].get_task("batch.commit")
+    report = bag.dags["trident_word_count_report"]
+    # Then the commit task declares its topology's alias, through which it adds the events of
+    # the asset the report DAG is scheduled on
+    assert [o for o in commit.outlets if isinstance(o, AssetAlias)] == [commits_alias("word_count")]
+    assert report.timetable.asset_condition.objects == (committed_asset("word_count"),)
