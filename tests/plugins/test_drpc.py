@@ -110,6 +110,7 @@ def deployment(zk_hosts: str, pg_url: str) -> Iterator[Deployment]:
             store.delete_all()
             client.stop()
             client.close()
+            (dags / "drpc_dags.py").unlink(missing_ok=True)  # other tests parse this folder
 
 
 # -- the client and the CLI (hooks/drpc.py) --------------------------------------------------
