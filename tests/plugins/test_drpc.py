@@ -315,6 +315,10 @@ def test_a_real_api_server_serves_drpc_behind_its_login(
         assert _request(url)[0] == 401
         # When it comes with the login's token, Then the committed counts as Trident's JSON
         assert _request(url, token=token) == (200, deployment.expected(["the", "cow"]))
+        # and an unknown function is a 404 saying so
+        code, text = _request(url.replace("/counts?", "/count?"), token=token)
+        assert code == 404, text
+        assert "no DRPC function 'count'" in json.loads(text)["detail"]
     finally:
         os.killpg(server.pid, 15)
         try:
