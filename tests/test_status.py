@@ -115,3 +115,12 @@ def test_a_missing_connection_is_one_line_and_exit_2(status_home: StatusHome) ->
     assert "trident_status_undefined" in errors[0]
     assert "Hint:" in errors[0]
     assert done.stdout == ""
+
+
+def test_an_unknown_dag_is_refused_with_a_hint() -> None:
+    # Given a DAG id neither the metadata database nor the DAGs folder knows
+    from airflow_trident.status import dag_topology
+
+    # When its topology is looked up, Then the error names it and says where DAGs are read
+    with pytest.raises(LookupError, match=r"DAG 'no_such_dag' is not in the DAGs folder\. Hint"):
+        dag_topology("no_such_dag")
