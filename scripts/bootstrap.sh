@@ -16,6 +16,18 @@ if [ ! -x "$PY" ]; then
     python3 -m venv .venv
 fi
 
+# The browser tests (tests/browser) drive Debian's Chromium through its chromedriver.
+if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
+    log "installing chromium and chromium-driver (browser tests)"
+    apt-get update -qq && apt-get install -y -qq chromium chromium-driver
+fi
+
+# The database table source reads PostgreSQL on Spark through JDBC: Debian's driver jar.
+if [ ! -f /usr/share/java/postgresql.jar ]; then
+    log "installing libpostgresql-jdbc-java (PostgreSQL JDBC driver for Spark)"
+    apt-get update -qq && apt-get install -y -qq libpostgresql-jdbc-java
+fi
+
 # Parallel runs (test.sh, main.sh, helpers) share .venv: one installs, the others wait for it.
 exec 9>.venv/.bootstrap.lock
 flock 9
@@ -26,9 +38,16 @@ if [ -f pyproject.toml ]; then
     if [ -f "$stamp" ]; then
         log "dependencies up to date ($(basename "$stamp" | cut -c1-22)...)"
     else
-        log "installing .[dev] (pyproject.toml changed or first run)"
+        log "installing .[dev,postgres] (pyproject.toml changed or first run)"
         "$PY" -m pip install -q --upgrade pip
-        "$PY" -m pip install -q -e '.[dev]'
+        "$PY" -m pip install -q -e '.[dev,postgres]'
+        # pyspark-client (the Spark provider's) writes into pyspark's own directory: pyspark must
+        # win, its Python files matching its jars (docs/installation.md, "Which pyspark wins")
+        spark_version="$("$PY" -c 'import importlib.metadata as m; print(m.version("pyspark"))')"
+        if [ "$("$PY" -c 'import pyspark; print(pyspark.__version__)')" != "$spark_version" ]; then
+            log "reinstalling pyspark $spark_version over pyspark-client's files"
+            "$PY" -m pip install -q --force-reinstall --no-deps "pyspark==$spark_version"
+        fi
         rm -f .venv/.installed-*
         touch "$stamp"
     fi

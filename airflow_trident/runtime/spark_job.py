@@ -28,8 +28,9 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow_trident.coordination.client import ZkConfig, connect
+from airflow_trident.coordination.client import ZkConfig, connect, with_security_from_env
 from airflow_trident.coordination.coordinator import BatchPlan
+from airflow_trident.runtime.job_report import reporting_errors
 from airflow_trident.runtime.lifecycle import zookeeper_batch_steps
 from airflow_trident.runtime.reference import load_topology
 from airflow_trident.runtime.staging import StagingArea
@@ -153,13 +154,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = _args(argv)
     topology = load_topology(args.topology)
-    config = ZkConfig(
+    config = with_security_from_env(ZkConfig(  # TLS/SASL: a secret, in the environment
         hosts=args.zk_hosts,
         chroot=args.zk_chroot,
         root=args.zk_root,
         username=args.zk_user,
         password=os.environ.get("TRIDENT_ZK_PASSWORD") if args.zk_user else None,
-    )
+    ))  # fmt: skip
     client = connect(config)
     started = time.monotonic()
     try:
@@ -190,4 +191,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(reporting_errors(main, sys.argv[1:]))
