@@ -129,3 +129,29 @@ def test_without_ledger_topology_or_staging_the_status_says_what_it_cannot_tell(
                                                    "begun"]  # fmt: skip
     assert any("no state database" in note for note in status.notes)
     assert any("no staging root" in note for note in status.notes)
+
+
+def test_lag_of_an_opaque_spout_counts_from_its_newest_emitted_batch(
+    zk_store: CoordinatorStore, tmp_path: Path
+) -> None:
+    # Given an opaque spout (6 tuples per partition, 2 per batch): 1 batch committed, 1 processed
+    from airflow_trident.spout.memory import MemoryOpaqueSpout
+    from airflow_trident.state.memory import memory_state
+
+    data = {p: [(f"x {p}",)] * 6 for p in ("a", "b")}
+    t = TridentTopology(zk_store.paths.topology)
+    t.new_stream("lines", MemoryOpaqueSpout(data, ["line"], 2)).each(
+        ["line"], Split(), ["word"]
+    ).group_by(["word"]).persistent_aggregate(
+        memory_state(f"{zk_store.paths.topology}_c", "opaque"), Count(), ["count"], name="c"
+    )  # fmt: skip
+    steps = BatchSteps(t, zk_store, StagingArea(str(tmp_path / "s"), t.name))
+    for txid in (1, 2):
+        steps.begin(f"r{txid}")
+        steps.process_local(txid)
+    steps.commit(1)
+    # When the status is collected
+    status = StatusCollector(zk_store, topology=t).collect()
+    # Then each partition's lag is what follows txid 2's batch: 6 - 2 * 2
+    assert [(g.partition, g.as_of_txid, g.pending) for g in status.lag] == [
+        ("a", 2, 2), ("b", 2, 2)]  # fmt: skip
