@@ -279,8 +279,9 @@ class StatusCollector:
         """Read everything once and return the status."""
         notes: list[str] = []
         committed, allocated = self.store.committed_txid(), self.store.current_txid()
-        runs = self._runs(notes)
         rows = self._ledger_rows(notes)
+        shown = [int(r["txid"]) for r in rows] + list(range(committed + 1, allocated + 1))
+        runs = self._runs(shown, notes)
         in_flight = tuple(
             self._in_flight(txid, runs.get(txid)) for txid in range(committed + 1, allocated + 1)
         )
@@ -322,8 +323,20 @@ class StatusCollector:
             return []
         return children
 
-    def _runs(self, notes: list[str]) -> dict[int, str]:
-        """txid -> the run bound to it most recently."""
+    def _runs(self, txids: list[int], notes: list[str]) -> dict[int, str]:
+        """txid -> the run bound to it most recently, for ``txids``: from the store's txid ->
+        runs index, else (bindings older than the index) from every binding."""
+        runs: dict[int, str] = {}
+        for txid in txids:
+            bound = self.store.runs_of_txid(txid)
+            if bound:
+                runs[txid] = bound[-1]
+        if len(runs) < len(set(txids)):
+            runs = {**self._scanned_runs(notes), **runs}
+        return runs
+
+    def _scanned_runs(self, notes: list[str]) -> dict[int, str]:
+        """txid -> the run bound to it most recently, from every run binding."""
         names = self._children(self.store.paths.runs)
         if len(names) > _MAX_RUN_BINDINGS:
             notes.append(f"{len(names)} run bindings: run ids not shown")

@@ -155,3 +155,14 @@ def test_lag_of_an_opaque_spout_counts_from_its_newest_emitted_batch(
     # Then each partition's lag is what follows txid 2's batch: 6 - 2 * 2
     assert [(g.partition, g.as_of_txid, g.pending) for g in status.lag] == [
         ("a", 2, 2), ("b", 2, 2)]  # fmt: skip
+
+
+def test_runs_bound_before_the_txid_index_existed_are_found_by_their_bindings(
+    steps: BatchSteps, zk_store: CoordinatorStore
+) -> None:
+    # Given txid 5's binding without its entry in the txid -> runs index (an older binding)
+    zk_store.client.delete(zk_store.paths.txid_runs(5), recursive=True)
+    assert zk_store.runs_of_txid(5) == []
+    # When the status is collected, Then its run is still named, from the bindings
+    status = StatusCollector(zk_store).collect()
+    assert {b.txid: b.run_id for b in status.in_flight}[5] == "run_5"
