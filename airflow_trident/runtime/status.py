@@ -13,7 +13,7 @@ process started at      its last change (when the current attempt started), atte
 processed at            the attempt's staged manifest (its modification time), if staging is known
 commit started at       ZooKeeper: ``coordinator/commits_started/<txid>`` (creation time)
 committed at, records   the commit ledger in the state database (``trident_commit_ledger``)
-run of a txid           ZooKeeper: ``coordinator/runs/<run id>``
+run of a txid           ZooKeeper: ``coordinator/txid_runs/<txid>`` (else ``runs/``)
 lag                     each spout's optional ``pending(partition, meta)``
                         (:mod:`airflow_trident.spout.lag`) after its newest emitted batch
 ======================  ===================================================================
