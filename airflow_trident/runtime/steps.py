@@ -326,7 +326,12 @@ class BatchSteps:
             # before plan(): an old txid's attempt may have been rotated away (a cleared or
             # backfilled run of a committed txid must still succeed, changing nothing)
             self._record_if_missing(txid)
-            return {"txid": txid, "applied": False, "reason": "already committed"}
+            return {
+                "txid": txid,
+                "applied": False,
+                "reason": "already committed",
+                "committed_txid": self.store.committed_txid(),
+            }
         plan = self.plan(txid)
         manifest = self.staging.verified_manifest(plan.attempt, plan.metas)
         return self._commit(plan, manifest, applier or self, reprocess_stale, self.commit)
@@ -361,6 +366,8 @@ class BatchSteps:
         summary, archive = self._summary(plan, manifest, applied=outcome.applied)
         if outcome.applied and self.ledger is not None:
             self.ledger.record(summary, archive)
+        # what a user reads first after a commit (XCom, log): where the topology stands now
+        summary["committed_txid"] = txid if outcome.applied else self.store.committed_txid()
         log.info("txid %d committed: %s", txid, summary)
         return summary
 

@@ -88,8 +88,11 @@ def test_retried_process_uses_the_new_attempt_and_keeps_counts(steps: BatchSteps
     steps.process_local(txid)
     first = steps.commit(txid)
     # And a second commit (a cleared commit task) changes nothing
-    assert steps.commit(txid) == {"txid": 1, "applied": False, "reason": "already committed"}
+    assert steps.commit(txid) == {
+        "txid": 1, "applied": False, "reason": "already committed", "committed_txid": 1,
+    }  # fmt: skip
     assert first["applied"]
+    assert first["committed_txid"] == 1
     assert first["records_in"] == 2
     run(steps, "r2")
     run(steps, "r3")
@@ -191,6 +194,7 @@ def test_auto_commit_mode_chooses_spark_by_staged_rows(steps: BatchSteps) -> Non
 
 def test_commit_waits_inline_only_when_the_previous_txid_is_processed(steps: BatchSteps) -> None:
     from airflow_trident.operators.batch import CommitBatchOperator
+    from airflow_trident.operators.stalls import StallWatch
 
     first, second = (int(steps.begin(r)["txid"]) for r in ("r1", "r2"))
     commit = CommitBatchOperator(task_id="commit", topology="m:t", staging_root="/x")
@@ -199,7 +203,8 @@ def test_commit_waits_inline_only_when_the_previous_txid_is_processed(steps: Bat
     assert commit._previous_processed(steps, second) is True  # its commit is next: wait here
     steps.commit(first)
     deadline = 0.0  # already past: returns at once with what is committed
-    assert commit._wait_here(steps, second, deadline=deadline) == first
+    watch = StallWatch("d", second, "commit")
+    assert commit._wait_here(steps, second, deadline=deadline, watch=watch) == first
 
 
 def test_commit_summary_shows_each_partitions_range(steps: BatchSteps) -> None:
