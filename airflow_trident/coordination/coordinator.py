@@ -73,7 +73,9 @@ class TransactionalCoordinator:
         How many committed txids keep their metadata and attempts (older ones are deleted).
     keep_runs:
         How many committed txids keep their run bindings (so a cleared old run replays its own
-        txid instead of taking a new one).
+        txid instead of taking a new one); 1,000 by default, so the topology's znodes stay
+        bounded (about ``2 * keep_runs`` binding and index nodes, pruned through the txid -> runs
+        index). A run cleared more than ``keep_runs`` txids after its own is a new run.
     """
 
     def __init__(
@@ -82,7 +84,7 @@ class TransactionalCoordinator:
         spouts: Mapping[str, TridentSpout],
         *,
         keep_txids: int = 16,
-        keep_runs: int = 10_000,
+        keep_runs: int = 1_000,
     ) -> None:
         for name in spouts:
             validate_name(name, kind="spout")

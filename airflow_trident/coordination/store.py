@@ -449,6 +449,9 @@ class CoordinatorStore:
         """Delete attempts and metadata of txids below ``txid``, and run bindings of txids below
         ``runs_before`` (default ``txid``); return the count.
 
+        Bindings are found through the txid -> runs index (:meth:`runs_of_txid`): the cost is
+        one ``get_children`` of the index plus the deletes, however many bindings are kept.
+
         The newest metadata of each spout below ``txid`` is kept, because the next batch of an
         opaque spout derives from it.
         """
@@ -461,18 +464,27 @@ class CoordinatorStore:
             for earlier in below[:-1]:
                 removed += self._delete(self.paths.meta(spout, earlier))
         runs_below = txid if runs_before is None else runs_before
-        for run in self._children(self.paths.runs):
-            path = f"{self.paths.runs}/{run}"
-            value = self.read_json(path)
-            if value is not None and int(value["txid"]) < runs_below:
-                removed += self._delete(path)
         for earlier in self._txid_children(self.paths.txid_runs_root):
             if earlier < runs_below:
-                removed += self._delete(self.paths.txid_runs(earlier))
+                removed += self._prune_runs_of(earlier)
         for earlier in self._txid_children(self.paths.commits_started):
             if earlier < txid:
                 removed += self._delete(self.paths.commit_started(earlier))
         return removed
+
+    def _prune_runs_of(self, txid: int) -> int:
+        """Delete the bindings the txid -> runs index lists for ``txid``, then the index node.
+
+        Bindings first: a cleanup killed in between leaves the index node, and the next one
+        finishes the job. Only listed bindings are deleted (one ``get_children``, no binding is
+        read); a binding whose index node was never written (made before the index existed, or a
+        replay's begin killed between its two writes and never run again) is kept.
+        """
+        index = self.paths.txid_runs(txid)
+        removed = 0
+        for child in self._children(index):
+            removed += self._delete(f"{self.paths.runs}/{child}")
+        return removed + self._delete(index)
 
     def mark_commit_started(self, txid: int) -> bool:
         """Record that a commit of ``txid`` starts applying state; return whether one had

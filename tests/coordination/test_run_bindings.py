@@ -87,3 +87,46 @@ def test_a_binding_without_its_index_node_gets_it_on_the_next_begin(
     assert zk_store.bind_run("replay") == 1
     # Then the index lists it again
     assert zk_store.runs_of_txid(1) == ["first", "replay"]
+
+
+def test_bindings_are_pruned_through_the_index_without_reading_them(
+    zk_store: CoordinatorStore,
+) -> None:
+    # Given two bound runs, the first binding's value unreadable (cleanup must not read it)
+    zk_store.bind_run("old")
+    zk_store.bind_run("kept")
+    zk_store.client.set(zk_store.paths.run("old"), b"not json")
+    # When bindings below txid 2 are cleaned up
+    zk_store.cleanup_before(2, runs_before=2)
+    # Then the binding listed by txid 1's index is gone with its index, txid 2's stays
+    assert zk_store.client.exists(zk_store.paths.run("old")) is None
+    assert zk_store.runs_of_txid(1) == []
+    assert zk_store.txid_for_run("kept") == 2
+
+
+def _znodes(store: CoordinatorStore, path: str) -> int:
+    children = store.client.get_children(path)
+    return 1 + sum(_znodes(store, f"{path}/{child}") for child in children)
+
+
+def test_znodes_stop_growing_once_txids_pass_the_keep_bounds(zk_store: CoordinatorStore) -> None:
+    # Given a topology keeping metadata for 4 txids and run bindings for 8
+    t = TridentTopology(zk_store.paths.topology)
+    spout = MemoryTransactionalSpout({"p0": [(str(i),) for i in range(200)]}, ["x"], 1)
+    t.new_stream("xs", spout).persistent_aggregate(
+        memory_state(f"{t.name}_n", "transactional"), Count(), ["n"], name="n"
+    )
+    steps = BatchSteps(t, zk_store, keep_txids=4)
+    steps.coordinator.keep_runs = 8
+    # When 10 batches run, then 50 more
+    for i in range(1, 11):
+        steps.run_batch(f"scheduled__{i}")
+    after_10 = _znodes(zk_store, zk_store.paths.base)
+    for i in range(11, 61):
+        steps.run_batch(f"scheduled__{i}")
+    after_60 = _znodes(zk_store, zk_store.paths.base)
+    # Then the topology's znodes grew by at most 10 %
+    assert after_60 <= 1.1 * after_10, (after_10, after_60)
+    # And the newest runs still replay their own txids
+    assert zk_store.txid_for_run("scheduled__53") == 53
+    assert zk_store.txid_for_run("scheduled__52") is None
