@@ -75,7 +75,7 @@ def main() -> int:
     args = parser.parse_args()
     hosts = os.environ.get("TRIDENT_ZK_HOSTS")
     if not hosts:
-        print("TRIDENT_ZK_HOSTS unset: eval \"$(bash scripts/services.sh env)\"", file=sys.stderr)
+        print('TRIDENT_ZK_HOSTS unset: eval "$(bash scripts/services.sh env)"', file=sys.stderr)
         return 2
     client = connect(ZkConfig(hosts=hosts, root=ROOT, timeout=10.0))
     store = CoordinatorStore(client, CoordinatorPaths(ROOT, f"zk_nodes_{uuid.uuid4().hex[:8]}"))
@@ -97,8 +97,10 @@ def main() -> int:
         elapsed = time.perf_counter() - started
         assert steps.query_state("n").get() == args.large
         each_ms = elapsed / args.large * 1000
-        print(f"keep_txids={args.keep_txids} keep_runs={args.keep_runs}; "
-              f"{args.large} batches in {elapsed:.1f} s ({each_ms:.0f} ms each)")
+        print(
+            f"keep_txids={args.keep_txids} keep_runs={args.keep_runs}; "
+            f"{args.large} batches in {elapsed:.1f} s ({each_ms:.0f} ms each)"
+        )
         print(f"ratio={counts[args.large] / counts[args.small]:.3f}")
     finally:
         store.delete_all()
