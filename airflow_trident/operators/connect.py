@@ -19,6 +19,7 @@ from typing import Any
 from airflow.sdk import BaseOperator
 
 from airflow_trident.hooks.trident import TridentHook
+from airflow_trident.operators.lineage import TridentLineageMixin
 from airflow_trident.operators.metrics import emit_processed
 from airflow_trident.operators.stalls import wait_for_emit_order
 from airflow_trident.operators.steps import committed_summary, processed_summary, txid_of
@@ -26,7 +27,7 @@ from airflow_trident.operators.steps import committed_summary, processed_summary
 __all__ = ["ConnectProcessBatchOperator"]
 
 
-class ConnectProcessBatchOperator(BaseOperator):
+class ConnectProcessBatchOperator(TridentLineageMixin, BaseOperator):
     """Process this run's batch on a Spark Connect server: emit, run the plan, stage results.
 
     Every run of this task is a new attempt, as with :class:`ProcessBatchOperator

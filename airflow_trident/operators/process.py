@@ -12,6 +12,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow_trident.coordination.attempt import TransactionAttempt
 from airflow_trident.hooks.trident import TridentHook
 from airflow_trident.operators.job_errors import spark_job_errors
+from airflow_trident.operators.lineage import TridentLineageMixin
 from airflow_trident.operators.metrics import emit_processed
 from airflow_trident.operators.stalls import wait_for_emit_order
 from airflow_trident.operators.steps import committed_summary, processed_summary, txid_of
@@ -27,7 +28,7 @@ from airflow_trident.operators.submit import (
 __all__ = ["SPARK_JOB", "ProcessBatchOperator"]
 
 
-class ProcessBatchOperator(SparkSubmitOperator):
+class ProcessBatchOperator(TridentLineageMixin, SparkSubmitOperator):
     """Process this run's batch on Spark: emit, run the plan, stage results plus a manifest.
 
     The topology is shipped by module reference (the package must be importable where the

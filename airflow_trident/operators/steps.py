@@ -60,8 +60,10 @@ def txid_of(context: Any, begin_task_id: str) -> int:
 
 
 def processed_summary(manifest: dict[str, Any]) -> dict[str, Any]:
-    """The process task's XCom: txid, attempt, records per source partition, staged rows."""
+    """The process task's XCom: topology, txid, attempt, records per source partition, staged
+    rows."""
     return {
+        "topology": manifest["topology"],
         "txid": manifest["txid"],
         "attempt_id": manifest["attempt_id"],
         "emitted": manifest["emitted"],
