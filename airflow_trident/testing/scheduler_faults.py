@@ -632,7 +632,9 @@ class _Driver:
                 continue
             for line in tries[-1].read_text(errors="replace").splitlines():
                 if "cannot commit before txid" in line or "cannot be emitted before txid" in line:
-                    return line[-400:]
+                    with contextlib.suppress(ValueError, TypeError, KeyError):
+                        line = str(json.loads(line)["event"])  # Airflow's JSON log lines
+                    return line[:300]
         return None
 
     def handle_yielded(self) -> None:
