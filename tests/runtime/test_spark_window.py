@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from airflow_trident.coordination.memory import MemoryCoordinatorStore
+from airflow_trident.operation import Sum
 from airflow_trident.operation.window import (
     SlidingDurationWindow,
     TumblingCountWindow,
@@ -19,7 +20,11 @@ from airflow_trident.operation.window import (
 from airflow_trident.runtime.spark_job import process_on_spark
 from airflow_trident.runtime.staging import StagingArea
 from airflow_trident.runtime.steps import BatchSteps
+from airflow_trident.spout.memory import MemoryTransactionalSpout
 from airflow_trident.state.binding import StateBinding
+from airflow_trident.state.sql import sql_state
+from airflow_trident.state.window import sql_window_store
+from airflow_trident.topology import TridentTopology
 from tests.runtime import window_topologies as wt
 
 pytestmark = pytest.mark.integration
@@ -73,3 +78,36 @@ def test_windows_on_spark_with_retried_txids_equal_the_reference(
     got_windows = steps.query_state("windows").multi_get(keys)
     assert dict(zip(sorted(totals), got_totals, strict=True)) == dict(totals)
     assert dict(zip(sorted(totals), got_windows, strict=True)) == dict(windows)
+
+
+def test_a_processing_time_window_fires_on_spark_in_a_batch_without_tuples(
+    spark: Any, pg_url: str, unique_name: str, tmp_path: Path
+) -> None:
+    # Given a 10 s processing-time window whose clock (a file the workers read) the test sets
+    clock = tmp_path / "now"
+    t = TridentTopology(unique_name)
+    spout = MemoryTransactionalSpout({"p0": [(1,), (2,), (3,), (4,)]}, ["v"], 2)
+    t.new_stream("nums", spout).tumbling_window(
+        timedelta(seconds=10), sql_window_store(None, table=unique_name), ["v"], Sum(),
+        ["total"], clock=wt.FileClock(str(clock)), name="win",
+    ).persistent_aggregate(
+        sql_state(None, f"{unique_name}_sum", "transactional", value_type="bigint"),
+        ["total"], Sum(), ["sum"], name="sum",
+    )  # fmt: skip
+    steps = BatchSteps(
+        t,
+        MemoryCoordinatorStore(t.name),
+        StagingArea(str(tmp_path / "staging"), t.name),
+        states=StateBinding(pg_url),
+    )
+    # When batches run at 1 s and 4 s (all four tuples), then at 12 s with no tuple left
+    staged = []
+    for at in ("1", "4", "12"):
+        clock.write_text(at)
+        txid = int(steps.begin(None)["txid"])
+        staged.append(staged_window(steps, process_on_spark(steps, spark, txid, 0.0)))
+        steps.commit(txid)
+        steps.success(txid)
+    # Then [0, 10) fired in the batch without tuples (its results typed from no sample)
+    assert staged == [[[]], [[]], [[(10,)]]]
+    assert steps.query_state("sum").get() == 10

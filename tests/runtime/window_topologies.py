@@ -191,3 +191,16 @@ class FaultyWindowStore:
         from airflow_trident.testing.fault_points import FaultyStateFactory
 
         return FaultyStateFactory(self.inner.for_window(topology, window), self.injector)
+
+
+class FileClock:
+    """A processing-time clock that reads the time from a file (the test sets it; Spark's
+    Python workers read the same file)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __call__(self) -> float:
+        from pathlib import Path
+
+        return float(Path(self.path).read_text())

@@ -134,12 +134,15 @@ def output_schema(
 ) -> OutputSchema:
     """Types of ``columns`` after ``ops`` ran on ``frame``: passed-through columns keep theirs;
     computed ones are declared (``output_types``) or inferred from ``sample`` (all ``None``:
-    string; not typable by Arrow: pickled binary)."""
+    string, or pickled for a window's results; not typable by Arrow: pickled binary)."""
     produced: set[str] = set()
     pins: dict[str, pa.DataType] = {}
+    windowed: set[str] = set()  # a window's results may come from tuples the sample lacks
     for op in ops:
         produced |= produced_fields(op)
         pins.update(_pins(op))
+        if isinstance(op, WindowNode):
+            windowed |= set(op.fields)
     out_fields = ops[-1].fields
     spark_fields = []
     pickled = set()
@@ -147,6 +150,8 @@ def output_schema(
         if name in produced:
             i = out_fields.index(name)
             found = pins.get(name) or infer_type(r[i] for part in sample for r in part)
+            if found is None and name in windowed:
+                found = PICKLED
             if isinstance(found, type(PICKLED)):
                 pickled.add(name)
                 dtype: T.DataType = T.BinaryType()
