@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from dataclasses import replace
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -80,9 +81,29 @@ def native_partitions(
 ) -> DataFrame:
     """The union of every range of ``parts`` (source partitions, in order); with ``pid`` a
     column of that name holds each row's source partition index."""
+    if pid is None:  # one scan per kind of file: Spark packs the splits of all partitions
+        return _merged(spark, [source for _, rows in parts for source in rows.ranges])
     frames = []
     for index, (_, rows) in enumerate(parts):  # the index over every partition, as locally
         for source in rows.ranges:
             df = read_range(spark, source)
-            frames.append(df.withColumn(pid, F.lit(index).cast("int")) if pid else df)
+            frames.append(df.withColumn(pid, F.lit(index).cast("int")))
+    return functools.reduce(DataFrame.unionByName, frames)
+
+
+def _merged(spark: SparkSession, sources: Sequence[SourceRange]) -> DataFrame:
+    """The ranges read together: one read of all the files of ranges that read alike."""
+    groups: dict[tuple[object, ...], list[ReadSpec]] = {}
+    wheres: dict[tuple[object, ...], str] = {}
+    for source in sources:
+        spec = source.read_spec()
+        key = (spec.format, spec.schema, spec.on_malformed, tuple(sorted(spec.options.items())))
+        groups.setdefault(key, []).append(spec)
+        where = str(getattr(source, "where", ""))
+        wheres.setdefault(key, where.split(", partition ")[0])
+    frames = [
+        read_spec(spark, replace(specs[0], paths=tuple(p for s in specs for p in s.paths)),
+                  wheres[key])
+        for key, specs in groups.items()
+    ]  # fmt: skip
     return functools.reduce(DataFrame.unionByName, frames)
