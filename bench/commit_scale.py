@@ -6,7 +6,7 @@ Usage::
     eval "$(bash scripts/services.sh env)"
     flock /tmp/heavy.lock .venv/bin/python bench/commit_scale.py [--small 10000]
         [--large 10000000] [--batch 10000] [--runs 7] [--state-type opaque] [--txid-index]
-        [--reuse] [--explain]
+        [--reuse] [--explain] [--fillfactor 85] [--prefix commit_scale_bench]
 
 Two state tables in the state's own layout (``sql_state(..., value_type="bigint")``: ``key text
 PRIMARY KEY, txid, val, prev``; ``--txid-index`` adds the opaque table's txid index) are
@@ -18,7 +18,9 @@ one ``INSERT ... SELECT ... ON CONFLICT DO UPDATE``, the commit's fsync). After 
 keys are deleted (untimed) so every run commits the same batch against the same table. Runs
 alternate small/large; the median of ``--runs`` is kept. ``--reuse`` keeps tables loaded by an
 earlier run (same sizes); ``--explain`` prints ``EXPLAIN (ANALYZE, BUFFERS)`` of the upsert on
-each table (rolled back). The last line is ``ratio=<large/small>``.
+each table (rolled back); ``--fillfactor`` sets the heap's fillfactor before the load (room
+for HOT updates; an experiment, not the product's layout). The last line is
+``ratio=<large/small>``.
 """
 
 from __future__ import annotations
@@ -75,6 +77,8 @@ def load(raw: psycopg.Connection, url: str, n: int, args: argparse.Namespace) ->
     raw.execute(f"DROP TABLE IF EXISTS {table}")
     raw.commit()
     factory(url, n, args).make_state()  # creates the table and its indexes
+    if args.fillfactor:
+        raw.execute(f"ALTER TABLE {table} SET (fillfactor = {int(args.fillfactor)})")
     started = time.perf_counter()
     with raw.cursor() as cur:
         with cur.copy(f"COPY {table} (key, txid, val, prev) FROM STDIN (FORMAT BINARY)") as copy:
@@ -142,6 +146,7 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="do not drop the tables at the end")
     parser.add_argument("--explain", action="store_true")
     parser.add_argument("--prefix", default=PREFIX, help="table name prefix")
+    parser.add_argument("--fillfactor", type=int, default=0, help="heap fillfactor (percent)")
     args = parser.parse_args()
     url = os.environ.get("TRIDENT_PG_URL")
     if not url:
