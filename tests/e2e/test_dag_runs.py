@@ -16,6 +16,7 @@ import pytest
 import sqlalchemy as sa
 
 from airflow_trident.testing.airflow import AirflowHome, prepare_airflow_home, run_dag_test
+from airflow_trident.testing.commit_faults import commit_fault_marker
 from airflow_trident.testing.connect import running_connect_server
 from airflow_trident.testing.topologies import E2E_DATA
 
@@ -282,13 +283,23 @@ dag = trident_dag(
 """
 
 
+COMMIT_FAULT_TOPOLOGY = "airflow_trident.testing.commit_faults:commit_fault_word_count"
+CONNECT_TOPOLOGY = f"e2e_{uuid.uuid4().hex[:8]}"
+"""The topology name in the Connect server's environment: its executors load the topology by
+reference there (a Spark commit's tasks write the state that name makes)."""
+
+
 @pytest.fixture(scope="module")
 def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A Spark Connect server for this module's Connect-mode DAGs; its ``sc://`` URL."""
     if not os.environ.get("TRIDENT_ZK_HOSTS"):
         pytest.skip("TRIDENT_ZK_HOSTS unset: run `bash scripts/test.sh`")
-    with running_connect_server(tmp_path_factory.mktemp("connect_server")) as url:
-        yield url
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TRIDENT_TEST_TOPOLOGY", CONNECT_TOPOLOGY)
+        # several staged partitions even for a small batch: several commit tasks
+        conf = {"spark.sql.adaptive.coalescePartitions.enabled": "false"}
+        with running_connect_server(tmp_path_factory.mktemp("connect_server"), conf=conf) as url:
+            yield url
 
 
 def _connect_to(deployment: Deployment, url: str) -> Deployment:
@@ -326,7 +337,9 @@ def test_connect_process_mode_runs_give_exact_counts_and_a_replay_changes_nothin
 def test_connect_process_and_spark_commit_use_the_state_connection(
     tmp_path_factory: pytest.TempPathFactory, connect_server: str
 ) -> None:
-    """Spark Connect processing + Spark commit, state through ``state_conn_id`` only."""
+    """Spark Connect processing + a Spark commit through the same server (no spark-submit),
+    state through ``state_conn_id`` only; a commit that failed part-way and is retried (a
+    cleared commit) applies every partition once."""
     hosts, pg_url = os.environ.get("TRIDENT_ZK_HOSTS"), os.environ.get("TRIDENT_PG_URL")
     if not hosts or not pg_url:
         pytest.skip("TRIDENT_ZK_HOSTS / TRIDENT_PG_URL unset: run `bash scripts/test.sh`")
@@ -335,17 +348,40 @@ def test_connect_process_and_spark_commit_use_the_state_connection(
         '\n    process_mode="connect",\n    spark_connect_conn_id="e2e_connect",'
         '\n    commit_mode="spark",'
     )
+    dag_file = PG_DAG.format(dag_id=dag_id, extra=extra).replace(
+        "airflow_trident.testing.topologies:e2e_word_count", COMMIT_FAULT_TOPOLOGY
+    )
     deployment = PostgresDeployment(
-        tmp_path_factory.mktemp("e2e_pg_connect"), hosts, pg_url,
-        dag_id=dag_id, dag_file=PG_DAG.format(dag_id=dag_id, extra=extra),
-    )  # fmt: skip
+        tmp_path_factory.mktemp("e2e_pg_connect"), hosts, pg_url, dag_id=dag_id, dag_file=dag_file
+    )
     _connect_to(deployment, connect_server)
-    for i in (1, 2):
-        result = deployment.run()
-        assert result.ok, result.describe()
-        assert deployment.counts() == expected(i)
-    assert "on Spark Connect" in result.process.stdout + result.process.stderr
+    deployment.topology = deployment.env["TRIDENT_TEST_TOPOLOGY"] = CONNECT_TOPOLOGY
+    marker = commit_fault_marker(CONNECT_TOPOLOGY)
+    marker.unlink(missing_ok=True)
+    # Given txid 1 committed through the Connect server
+    first = deployment.run()
+    assert first.ok, first.describe()
+    assert deployment.counts() == expected(1)
+    # When txid 2's Spark commit fails on partition 1 (others may have applied theirs) and the
+    # commit task runs again (Airflow's retry, as a clear would)
+    marker.touch()
+    result = deployment.run()
+    # Then it commits exactly: each partition applied once, the state equals the reference
+    assert result.ok, result.describe()
+    output = result.process.stdout + result.process.stderr
+    assert not marker.exists()  # the failure happened, in a Spark task
+    assert "partition 1 is unreachable" in output
+    assert deployment.counts() == expected(2)
+    assert "on Spark Connect" in output
+    # and the commit ran through the Connect server: no spark-submit, its summary written
+    assert "spark-submit" not in output
+    assert f"committing txid 2 of {COMMIT_FAULT_TOPOLOGY} on Spark Connect" in output
+    summary = deployment.root / "staging" / deployment.topology / "2" / "_commit.json"
+    assert json.loads(summary.read_text())["applied"] is True
     assert deployment.fallback_tables() == []
     before = deployment.counts()
-    assert deployment.run(conf={"txid": 2}).ok
+    # a commit run again for a committed txid (a replay) applies nothing
+    replay = deployment.run(conf={"txid": 2})
+    assert replay.ok, replay.describe()
     assert deployment.counts() == before
+    assert "txid 2 was already committed" in replay.process.stdout + replay.process.stderr
