@@ -450,7 +450,8 @@ class CoordinatorStore:
         ``runs_before`` (default ``txid``); return the count.
 
         Bindings are found through the txid -> runs index (:meth:`runs_of_txid`): the cost is
-        one ``get_children`` of the index plus the deletes, however many bindings are kept.
+        one ``get_children`` of the index plus a read and a delete per pruned binding, however
+        many bindings are kept.
 
         The newest metadata of each spout below ``txid`` is kept, because the next batch of an
         opaque spout derives from it.
@@ -476,14 +477,28 @@ class CoordinatorStore:
         """Delete the bindings the txid -> runs index lists for ``txid``, then the index node.
 
         Bindings first: a cleanup killed in between leaves the index node, and the next one
-        finishes the job. Only listed bindings are deleted (one ``get_children``, no binding is
-        read); a binding whose index node was never written (made before the index existed, or a
-        replay's begin killed between its two writes and never run again) is kept.
+        finishes the job. Only the listed bindings are read, and one is kept when it names
+        another txid (its run was bound again after an interrupted cleanup deleted its old
+        binding); an unreadable one is deleted. A binding whose index node was never written
+        (made before the index existed, or a replay's begin killed between its two writes and
+        never run again) is kept.
         """
         index = self.paths.txid_runs(txid)
         removed = 0
         for child in self._children(index):
-            removed += self._delete(f"{self.paths.runs}/{child}")
+            path = f"{self.paths.runs}/{child}"
+            try:
+                data, stat = self.client.retry(self.client.get, path)
+            except NoNodeError:
+                continue
+            try:
+                bound: int | None = int(_decode(data)["txid"])
+            except (ValueError, KeyError, TypeError):
+                bound = None
+            if bound is None or bound == txid:
+                with contextlib.suppress(NoNodeError, BadVersionError):
+                    self.client.retry(self.client.delete, path, version=stat.version)
+                    removed += 1
         return removed + self._delete(index)
 
     def mark_commit_started(self, txid: int) -> bool:

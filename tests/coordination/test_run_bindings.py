@@ -89,10 +89,10 @@ def test_a_binding_without_its_index_node_gets_it_on_the_next_begin(
     assert zk_store.runs_of_txid(1) == ["first", "replay"]
 
 
-def test_bindings_are_pruned_through_the_index_without_reading_them(
+def test_bindings_are_pruned_through_the_index_even_when_unreadable(
     zk_store: CoordinatorStore,
 ) -> None:
-    # Given two bound runs, the first binding's value unreadable (cleanup must not read it)
+    # Given two bound runs, the first binding's value unreadable (no scan of every binding)
     zk_store.bind_run("old")
     zk_store.bind_run("kept")
     zk_store.client.set(zk_store.paths.run("old"), b"not json")
@@ -130,3 +130,18 @@ def test_znodes_stop_growing_once_txids_pass_the_keep_bounds(zk_store: Coordinat
     # And the newest runs still replay their own txids
     assert zk_store.txid_for_run("scheduled__53") == 53
     assert zk_store.txid_for_run("scheduled__52") is None
+
+
+def test_a_stale_index_entry_does_not_prune_its_run_s_newer_binding(
+    zk_store: CoordinatorStore,
+) -> None:
+    # Given txid 1's index still listing run "r" after an interrupted cleanup deleted r's
+    # binding, and "r" bound again since, to txid 2
+    zk_store.bind_run("r")
+    zk_store.client.delete(zk_store.paths.run("r"))
+    assert zk_store.bind_run("r") == 2
+    # When bindings below txid 2 are cleaned up
+    zk_store.cleanup_before(2, runs_before=2)
+    # Then r keeps its binding to txid 2, and txid 1's index is gone
+    assert zk_store.txid_for_run("r") == 2
+    assert zk_store.runs_of_txid(1) == []
