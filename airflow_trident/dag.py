@@ -35,6 +35,7 @@ from typing import Any
 from airflow.sdk import DAG, BaseOperator, TaskGroup
 
 from airflow_trident.errors import ConfigurationError
+from airflow_trident.operators.assets import commits_alias
 from airflow_trident.operators.batch import (
     COMMIT_MODES,
     BatchSuccessOperator,
@@ -109,9 +110,14 @@ def trident_batch(
     batch staged at least ``spark_commit_min_rows`` rows (see :class:`CommitBatchOperator`).
     ``process_mode``: ``"submit"`` runs each batch's processing as a ``spark-submit`` job,
     ``"connect"`` on a running Spark Connect server (``spark_connect_conn_id``), which saves a
-    JVM start per batch (see :class:`ConnectProcessBatchOperator`).
+    JVM start per batch (see :class:`ConnectProcessBatchOperator`); a Spark commit then runs
+    through the same server too, not by ``spark-submit``.
     ``deferrable`` (the commit's wait for txid-1) and ``ready_deferrable`` (the readiness
     sensor's wait) default to Airflow's ``[operators] default_deferrable``.
+    ``keep_txids``: ZooKeeper keeps batch metadata for that many txids; run bindings are kept
+    for 1,000 txids (``TransactionalCoordinator.keep_runs``): a run cleared up to 1,000 txids
+    after its own replays its txid, an older one begins a new txid. ZooKeeper's node count for
+    the topology stays bounded (``bench/zk_nodes.py``).
 
     Raises
     ------
@@ -169,7 +175,9 @@ def trident_batch(
             deferrable=default_deferrable() if deferrable is None else deferrable,
             keep_txids=keep_txids, doc_md=_DOCS["commit"],
             commit_mode=commit_mode, spark_conn_id=spark_conn_id, spark_conf=spark_conf,
-            py_files=py_files, spark_commit_min_rows=spark_commit_min_rows, **common,
+            py_files=py_files, spark_commit_min_rows=spark_commit_min_rows,
+            spark_connect_conn_id=spark_connect_conn_id if process_mode == "connect" else None,
+            outlets=[commits_alias(name)], **common,
         )  # fmt: skip
         success = BatchSuccessOperator(
             task_id="success", state_conn_id=state_conn_id, begin_task_id=begin_id,

@@ -13,6 +13,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from airflow_trident.errors import BatchIncompleteError, ConfigurationError
 from airflow_trident.hooks.trident import TridentHook
 from airflow_trident.operators.job_errors import spark_job_errors
+from airflow_trident.operators.lineage import TridentLineageMixin
 from airflow_trident.operators.metrics import emit_committed
 from airflow_trident.operators.notes import note_begin
 from airflow_trident.operators.stalls import StallWatch, wait_watching
@@ -120,7 +121,7 @@ COMMIT_MODES = ("worker", "spark", "auto")
 _INLINE_POLL_S = 0.2
 
 
-class CommitBatchOperator(_BatchOperator):
+class CommitBatchOperator(TridentLineageMixin, _BatchOperator):
     """Apply the staged batch to state, strictly after txid-1 committed.
 
     ``depends_on_past`` (on by default) keeps Airflow's order, but it does not enforce
@@ -133,9 +134,12 @@ class CommitBatchOperator(_BatchOperator):
     Where the staged partitions are applied (``commit_mode``):
 
     * ``"worker"`` — in this task, with pyarrow and batched SQL, one state commit per partition;
-    * ``"spark"`` — by a Spark job (``spark-submit`` through the Spark provider's hook): one
-      Spark task per staged partition, while the job's driver checks the order and does the
-      compare-and-set. For batches too large for one Airflow worker;
+    * ``"spark"`` — by Spark: one Spark task per staged partition, while the driver checks the
+      order and does the compare-and-set. For batches too large for one Airflow worker. With
+      ``spark_connect_conn_id`` (the DAG's ``process_mode="connect"``) this task is the driver,
+      a client of the Spark Connect server whose executors apply the partitions (no JVM start:
+      :func:`~airflow_trident.operators.connect_commit.commit_on_connect`); without it, a
+      ``spark-submit`` job through the Spark provider's hook;
     * ``"auto"`` — ``"spark"`` when the batch staged at least ``spark_commit_min_rows`` rows.
 
     When txid-1 is already processed (staged), its commit is imminent: the task then waits for
@@ -148,13 +152,17 @@ class CommitBatchOperator(_BatchOperator):
         the trigger's fallback re-check).
     :param inline_wait_s: how long to wait here for an imminent txid-1 before deferring.
     :param commit_mode: ``"worker"``, ``"spark"`` or ``"auto"``.
-    :param spark_conn_id: the Spark connection of a Spark commit.
+    :param spark_conn_id: the Spark connection of a Spark commit by ``spark-submit``.
+    :param spark_connect_conn_id: a ``spark_connect`` connection: a Spark commit then runs
+        through that Spark Connect server instead of ``spark-submit`` (templated).
     :param spark_conf: Spark conf of a Spark commit.
     :param py_files: ``--py-files`` of a Spark commit (the topology's package).
     :param spark_commit_min_rows: the ``"auto"`` threshold.
     """
 
-    template_fields: Sequence[str] = (*_BatchOperator.template_fields, "spark_conn_id")
+    template_fields: Sequence[str] = (
+        *_BatchOperator.template_fields, "spark_conn_id", "spark_connect_conn_id",
+    )  # fmt: skip
     ui_color = "#fdf1e8"
 
     def __init__(
@@ -168,6 +176,7 @@ class CommitBatchOperator(_BatchOperator):
         py_files: str | None = None,
         spark_commit_min_rows: int = 1_000_000,
         inline_wait_s: float = 30.0,
+        spark_connect_conn_id: str | None = None,
         **kwargs: Any,
     ) -> None:
         if commit_mode not in COMMIT_MODES:
@@ -183,6 +192,7 @@ class CommitBatchOperator(_BatchOperator):
         self.py_files = py_files
         self.spark_commit_min_rows = spark_commit_min_rows
         self.inline_wait_s = inline_wait_s
+        self.spark_connect_conn_id = spark_connect_conn_id
         self._spark_hook: SparkSubmitHook | None = None
 
     def execute(self, context: Any) -> dict[str, Any]:
@@ -296,6 +306,12 @@ class CommitBatchOperator(_BatchOperator):
 
     def _commit_on_spark(self, steps: Any, txid: int) -> dict[str, Any]:
         # _commit answered an already committed txid; a race is the Spark job's commit's no-op
+        if self.spark_connect_conn_id:
+            from airflow_trident.operators.connect_commit import commit_on_connect
+
+            return commit_on_connect(
+                steps, self.spark_connect_conn_id, self.topology, txid, log=self.log
+            )
         hook = self._hook()
         config = hook.zookeeper_config()
         secrets = job_secrets(config, hook.state_url())
