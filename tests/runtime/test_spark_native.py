@@ -1,0 +1,134 @@
+"""Spark-native emit: a file log's batch read by Spark from exactly its files, against the
+in-process runtime reading the same range."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from airflow_trident.coordination.memory import MemoryCoordinatorStore
+from airflow_trident.errors import MalformedRecordError
+from airflow_trident.operation import Count, Function, Split
+from airflow_trident.runtime.local import LocalBatchProcessor
+from airflow_trident.runtime.spark import SparkBatchProcessor
+from airflow_trident.runtime.steps import BatchSteps
+from airflow_trident.spout.file_log import FileLogSpout
+from airflow_trident.state.memory import memory_state
+from airflow_trident.topology import TridentTopology
+from airflow_trident.tuple import TridentCollector, TridentTuple
+
+
+class Lower(Function):
+    """Python per word (not Spark SQL): the source's partitions must be exact for it."""
+
+    def execute(self, tuple_: TridentTuple, collector: TridentCollector) -> None:
+        collector.emit((tuple_[0].lower(),))
+
+
+def land(root: Path, partition: str, name: str, lines: list[str]) -> None:
+    (root / partition).mkdir(parents=True, exist_ok=True)
+    tmp = root / partition / f"_{name}"
+    tmp.write_text("".join(line + "\n" for line in lines))
+    tmp.rename(root / partition / name)
+
+
+def word_count(spout: Any, name: str, *, python: bool = False) -> BatchSteps:
+    t = TridentTopology(name)
+    words = t.new_stream("lines", spout).each(["s"], Split(), ["w"])
+    key = "w"
+    if python:
+        words, key = words.each(["w"], Lower(), ["lw"]), "lw"
+    words.group_by([key]).persistent_aggregate(
+        memory_state(name, "transactional"), Count(), ["n"], name="counts"
+    )
+    return BatchSteps(t, MemoryCoordinatorStore(t.name))
+
+
+def both(spark: Any, steps: BatchSteps) -> tuple[Any, Any, Any, str]:
+    """Batch 1 emitted, then processed in-process and on Spark: staged counts, emitted."""
+    plan = steps.plan(int(steps.begin(None)["txid"]))
+    sources = steps.emit(plan)
+    local = LocalBatchProcessor(steps.topology).process(plan.txid, sources)
+    with SparkBatchProcessor(steps.topology).process(spark, plan.txid, sources) as remote:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            remote.staged["counts"].frame.explain()
+        rows = remote.collect("counts").partitions[0]
+        files = sorted(f.split("/")[-2] + "/" + f.split("/")[-1]
+                       for f in remote.staged["counts"].frame.inputFiles())  # fmt: skip
+        out.write(f"\ninput files: {files}\n")
+        return (
+            Counter(r for p in local.staged["counts"].partitions for r in p),
+            Counter(rows),
+            (local.emitted, remote.emitted),
+            out.getvalue(),
+        )
+
+
+@pytest.mark.parametrize("python", [False, True], ids=["spark_sql", "python_function"])
+def test_spark_reads_exactly_the_batch_files_and_matches_in_process(
+    spark: Any, tmp_path: Path, python: bool
+) -> None:
+    # Given two partitions of three files, of which a batch takes two per partition
+    for p in ("a", "b"):
+        for i in range(3):
+            land(tmp_path, p, f"{i}.jsonl", [json.dumps({"s": f"The {p}{i} {p}"})] * (i + 1))
+    steps = word_count(
+        FileLogSpout(tmp_path, ["s"], max_files=2), f"native_{int(python)}", python=python
+    )
+    # When batch 1 runs on both runtimes
+    local, remote, (emitted_local, emitted_remote), plan = both(spark, steps)
+    # Then the counts and the records per source partition are the same
+    assert remote == local
+    assert local[("the" if python else "The", 6)] == 1  # 1 + 2 records in each partition
+    assert emitted_remote == emitted_local == {"lines": {"a": 3, "b": 3}}
+    # and Spark scans the batch's files, not rows sent from the driver
+    assert "FileScan json" in plan
+    assert "LocalTableScan" not in plan
+    assert "input files: ['a/0.jsonl', 'a/1.jsonl', 'b/0.jsonl', 'b/1.jsonl']" in plan
+
+
+def test_a_malformed_record_fails_the_spark_job_naming_the_file(spark: Any, tmp_path: Path) -> None:
+    # Given a file with a record that is not JSON, after the driver's sample of 100 records
+    land(tmp_path, "a", "bad.jsonl", [json.dumps({"s": "fine"})] * 150 + ['{"s": "cut'])
+    steps = word_count(FileLogSpout(tmp_path, ["s"]), "native_bad")
+    plan = steps.plan(int(steps.begin(None)["txid"]))
+    # When Spark processes the batch: the malformed-record error names the file
+    processor = SparkBatchProcessor(steps.topology)
+    with (
+        processor.process(spark, plan.txid, steps.emit(plan)) as r,
+        pytest.raises(MalformedRecordError, match=r"malformed record in file:.*bad\.jsonl"),
+    ):
+        r.collect("counts")
+
+
+def test_dead_lettered_records_are_skipped_by_spark_too(spark: Any, tmp_path: Path) -> None:
+    # Given malformed records and a dead-letter location
+    land(tmp_path / "log", "a", "0.jsonl", [json.dumps({"s": "x y"}), "oops", '{"s": 1}'])
+    spout = FileLogSpout(tmp_path / "log", ["s"], dead_letter=tmp_path / "dead")
+    # When the batch runs on both runtimes: the same counts without the malformed record
+    local, remote, (emitted_local, emitted_remote), _ = both(spark, word_count(spout, "native_dl"))
+    assert remote == local == Counter({("x", 1): 1, ("y", 1): 1, ("1", 1): 1})
+    assert emitted_remote == emitted_local == {"lines": {"a": 2}}
+
+
+def test_csv_and_parquet_on_spark_match_in_process(spark: Any, tmp_path: Path) -> None:
+    # Given the same sentences as CSV and as Parquet
+    land(tmp_path / "csv", "a", "0.csv", ["s,n", "a b,1", "b,2"])
+    (tmp_path / "pq" / "a").mkdir(parents=True)
+    table = pa.table({"s": ["a b", "b"], "n": pa.array([1, 2], pa.int32())})
+    pq.write_table(table, tmp_path / "pq" / "a" / "0.parquet")
+    for fmt, root in (("csv", tmp_path / "csv"), ("parquet", tmp_path / "pq")):
+        spout = FileLogSpout(root, ["s", "n"], format=fmt, types={"n": "bigint"})
+        # When the batch runs on both runtimes: the same counts
+        local, remote, _, plan = both(spark, word_count(spout, f"native_{fmt}"))
+        assert remote == local == Counter({("a", 1): 1, ("b", 2): 1})
+        assert f"FileScan {fmt}" in plan
