@@ -1,5 +1,8 @@
 """The readiness sensor: waits until every spout's coordinator says the next batch may start.
 
+A run that replays a txid (``conf["txid"]``, or a cleared run already bound to one) does not
+wait: its batch is fixed already and needs no new data.
+
 It also tells why a run will not go on after it: begins run in logical-date order and commits in
 txid order (both ``depends_on_past``), so when an earlier run's begin, process or commit failed,
 this run waits with no word from Airflow beyond "No tasks to run". The sensor walks back over
@@ -107,6 +110,12 @@ class BatchReadySensor(BaseSensorOperator):
             return ready
 
     def execute(self, context: Any) -> Any:
+        replayed = self._replayed_txid(context)
+        if replayed is not None:
+            # a replay's batch is fixed already (its metadata is in ZooKeeper): it needs no new
+            # data, and waiting for some would hold a cleared or replayed run back for ever
+            self.log.info("run %s replays txid %d: no wait for new data", _run(context), replayed)
+            return None
         blocked = self.report_blocking_run(context)
         if blocked is not None and self._starts_new_batch(context, blocked):
             # Begun, this batch could only wait for the failed one, holding a slot of
@@ -141,6 +150,17 @@ class BatchReadySensor(BaseSensorOperator):
         self.log.info("spouts ready: %s", event)
 
     # -- why a later task of this run would wait --------------------------------------------------
+
+    def _replayed_txid(self, context: Any) -> int | None:
+        """The txid this run replays: its ``conf["txid"]``, or the txid a cleared run is bound
+        to already; ``None`` for a run that begins a new batch."""
+        conf = getattr(context.get("dag_run"), "conf", None) or {}
+        if conf.get("txid") is not None:
+            return int(conf["txid"])
+        hook = TridentHook(zookeeper_conn_id=self.zookeeper_conn_id)
+        with hook.batch_steps(self.topology, staging_root=self.staging_root) as steps:
+            bound: int | None = steps.store.txid_for_run(_run(context))
+            return bound
 
     def _starts_new_batch(self, context: Any, blocked: dict[str, Any]) -> bool:
         """Whether this run would begin a *new* txid behind ``blocked``'s uncommitted one.
@@ -232,6 +252,10 @@ class BatchReadySensor(BaseSensorOperator):
         with hook.batch_steps(self.topology, staging_root=self.staging_root) as steps:
             txid: int | None = steps.store.txid_for_run(run_id)
             return txid
+
+
+def _run(context: Any) -> str:
+    return str(context["dag_run"].run_id)
 
 
 def _previous_run(dag_id: str, logical_date: datetime) -> Any:
