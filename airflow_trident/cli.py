@@ -269,10 +269,28 @@ def _logs_to_stderr() -> None:
 
     for handler in logging.getLogger().handlers:
         if isinstance(handler, logging.StreamHandler) and handler.stream is sys.stdout:
-            handler.setStream(sys.stderr)
+            handler.setStream(_STDERR)
     factory: Any = structlog.get_config().get("logger_factory")
-    if getattr(factory, "io", sys.stderr) is None:  # Airflow's factory: None means stdout
-        factory.io = sys.stderr
+    if getattr(factory, "io", _STDERR) is None:  # Airflow's factory: None means stdout
+        factory.io = _STDERR
+
+
+class _CurrentStderr:
+    """Whatever ``sys.stderr`` is at each write. Logging is configured once per process, but
+    ``sys.stderr`` may be replaced later (pytest's capture, a caller's redirect): binding the
+    object of the moment would leave the loggers writing to a closed file."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(sys.stderr, name)
+
+
+_STDERR = _CurrentStderr()
 
 
 def _error(message: str) -> None:

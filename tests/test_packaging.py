@@ -54,6 +54,7 @@ def test_sqlite_state_runs_without_psycopg() -> None:
     script = (
         "import sys, tempfile, os; sys.modules['psycopg'] = None\n"
         "os.environ['TRIDENT_HOME'] = tempfile.mkdtemp()\n"
+        "os.environ.pop('TRIDENT_STATE_URL', None)  # the default: SQLite under TRIDENT_HOME\n"
         "from airflow_trident.examples.topologies import word_count\n"
         "from airflow_trident.runtime.runner import LocalRunner\n"
         "print(LocalRunner(word_count).run_batch().committed)\n"

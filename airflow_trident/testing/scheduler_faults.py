@@ -469,16 +469,23 @@ class _Driver:
         self._restart("postgres_restart", self.pg, fault.value)
 
     def _clear_committed(self, fault: PlannedFault) -> None:
-        """The UI's Clear of a random run whose txid is committed and which succeeded."""
-        committed = self.committed()
-        states = self.run_states()
-        txids = self.txids()
-        candidates = sorted(
-            r
-            for r in self.live_runs
-            if states.get(r) == "success" and 0 < txids.get(r, 0) <= committed
-            and r not in self.cleared
-        )  # fmt: skip
+        """The UI's Clear of a random run whose txid is committed and which succeeded (a run
+        whose commit is in may still be running its success task: it is given two minutes)."""
+        give_up = time.monotonic() + 120
+        while True:
+            committed = self.committed()
+            states = self.run_states()
+            txids = self.txids()
+            candidates = sorted(
+                r
+                for r in self.live_runs
+                if states.get(r) == "success" and 0 < txids.get(r, 0) <= committed
+                and r not in self.cleared
+            )  # fmt: skip
+            if candidates or time.monotonic() > give_up or self.all_done():
+                break
+            self.tick()
+            time.sleep(0.5)
         if not candidates:
             self._skip("clear_committed", f"no committed run to clear (committed {committed})")
             return
