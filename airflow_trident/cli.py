@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections.abc import Container, Sequence
 from dataclasses import dataclass
@@ -381,6 +382,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     show.add_argument("--json", action="store_true", help="print JSON instead of text")
     show.add_argument("--last", type=int, default=10, help="how many last commits (default 10)")
     args = parser.parse_args(argv)
+    # Like `airflow connections` (and the scheduler, the api-server): an operator's tool with the
+    # metadata database at hand, so connections stored there are found too. Outside a task,
+    # Airflow 3.3 otherwise reads only AIRFLOW_CONN_* and external secrets backends.
+    os.environ.setdefault("_AIRFLOW_PROCESS_CONTEXT", "server")
     from airflow.sdk.exceptions import AirflowNotFoundException
 
     _logs_to_stderr()

@@ -10,6 +10,7 @@ import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -124,3 +125,30 @@ def test_an_unknown_dag_is_refused_with_a_hint() -> None:
     # When its topology is looked up, Then the error names it and says where DAGs are read
     with pytest.raises(LookupError, match=r"DAG 'no_such_dag' is not in the DAGs folder\. Hint"):
         dag_topology("no_such_dag")
+
+
+def test_connections_stored_in_the_metadata_database_are_found(
+    status_home: StatusHome, tmp_path: Path
+) -> None:
+    # Given a home whose connections live in its metadata database only (as the main job and
+    # the UI leave them), no AIRFLOW_CONN_* variables
+    from airflow_trident.testing.ui import store_connections
+
+    (tmp_path / "dags").mkdir()
+    (tmp_path / "dags" / "status_dags.py").write_text(STATUS_DAG_FILE)
+    home = prepare_airflow_home(tmp_path / "airflow", dags_folder=tmp_path / "dags")
+    prefix = "AIRFLOW_CONN_"
+    stored = {k[len(prefix):].lower(): json.loads(v)
+              for k, v in status_home.env.items() if k.startswith(prefix)}  # fmt: skip
+    store_connections(home, stored)
+    env = {k: v for k, v in status_home.env.items() if not k.startswith(prefix)}
+    command = ["timeout", "-s", "KILL", "120", sys.executable, "-m", "airflow_trident.cli"]
+    # When a user asks for the status
+    done = subprocess.run(
+        [*command, "status", DAG_ID], env=home.env(env), cwd=home.path,
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    # Then the stored connections are used (Airflow 3.3 reads only AIRFLOW_CONN_* outside a
+    # task unless told it runs beside the metadata database)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.startswith(f"topology {status_home.topology} (DAG {DAG_ID}): committed")
