@@ -117,7 +117,7 @@ class BatchReadySensor(BaseSensorOperator):
             self.log.info("run %s replays txid %d: no wait for new data", _run(context), replayed)
             return None
         blocked = self.report_blocking_run(context)
-        if blocked is not None and self._starts_new_batch(context, blocked):
+        if blocked is not None and self._blocks_new_batches(blocked):
             # Begun, this batch could only wait for the failed one, holding a slot of
             # max_active_runs that the failed run needs once cleared; no txid is taken.
             message = (
@@ -162,20 +162,16 @@ class BatchReadySensor(BaseSensorOperator):
             bound: int | None = steps.store.txid_for_run(_run(context))
             return bound
 
-    def _starts_new_batch(self, context: Any, blocked: dict[str, Any]) -> bool:
-        """Whether this run would begin a *new* txid behind ``blocked``'s uncommitted one.
-
-        Replays (``conf["txid"]``), runs already bound (a cleared run keeps its txid) and runs
-        behind a failed run whose txid has committed since (replayed elsewhere) go on."""
-        conf = getattr(context["dag_run"], "conf", None) or {}
-        if conf.get("txid") is not None:
-            return False
+    def _blocks_new_batches(self, blocked: dict[str, Any]) -> bool:
+        """Whether ``blocked``'s txid is still uncommitted (or it has none), so that a new txid
+        begun behind it could only wait. Replays and cleared runs never get here (``execute``
+        lets them go on first)."""
+        txid = blocked.get("txid")
+        if txid is None:
+            return True
         hook = TridentHook(zookeeper_conn_id=self.zookeeper_conn_id)
         with hook.batch_steps(self.topology, staging_root=self.staging_root) as steps:
-            if steps.store.txid_for_run(context["dag_run"].run_id) is not None:
-                return False
-            txid = blocked.get("txid")
-            return txid is None or int(txid) > steps.store.committed_txid()
+            return int(txid) > steps.store.committed_txid()
 
     def _sibling(self, name: str) -> str:
         """The task id of this batch's ``name`` task (same task group as this sensor)."""
