@@ -19,6 +19,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from airflow_trident.state.sql.schema import create_table_if_absent
+
 __all__ = ["LEDGER_TABLE", "REBUILD_TABLE", "CommitLedger"]
 
 LEDGER_TABLE = "trident_commit_ledger"
@@ -62,7 +64,9 @@ class CommitLedger:
 
     def _table(self) -> sa.Table:
         if not self._created:
-            _metadata.create_all(self._engine, tables=[_ledger, _rebuilds], checkfirst=True)
+            with self._engine.connect() as conn:
+                for table in (_ledger, _rebuilds):
+                    create_table_if_absent(conn, table)
             columns = {c["name"] for c in sa.inspect(self._engine).get_columns(LEDGER_TABLE)}
             if "batch_meta" not in columns:  # a ledger from before the batch archive
                 with self._engine.begin() as conn:

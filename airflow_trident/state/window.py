@@ -54,6 +54,7 @@ from airflow_trident.errors import BatchNotReadyError, ConfigurationError, State
 from airflow_trident.names import validate_name
 from airflow_trident.state.sql.engine import connect, describe_url, resolve_engine, translate_errors
 from airflow_trident.state.sql.factory import default_state_url
+from airflow_trident.state.sql.schema import create_table_if_absent
 
 __all__ = [
     "SqlWindowsStoreFactory",
@@ -178,11 +179,7 @@ class SqlWindowsStoreFactory:
                     translate_errors(engine, self.table, what),
                 ):
                     for table in _tables(self.table):
-                        try:
-                            with conn.begin():
-                                table.create(conn, checkfirst=True)
-                        except sa.exc.IntegrityError:
-                            pass  # created by another process at the same moment
+                        create_table_if_absent(conn, table)
                 _CREATED.add(created)
         return engine
 

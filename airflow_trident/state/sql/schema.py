@@ -27,7 +27,7 @@ from airflow_trident.errors import ConfigurationError
 from airflow_trident.state.sql.engine import connect, translate_errors
 from airflow_trident.state.sql.table import TableLayout
 
-__all__ = ["ensure_table"]
+__all__ = ["create_table_if_absent", "ensure_table"]
 
 
 def ensure_table(engine: sa.Engine, layout: TableLayout) -> None:
@@ -44,12 +44,7 @@ def ensure_table(engine: sa.Engine, layout: TableLayout) -> None:
     """
     what = "create table"
     with connect(engine, layout.name, what) as conn, translate_errors(engine, layout.name, what):
-        try:
-            with conn.begin():
-                conn.execute(sa.schema.CreateTable(layout.table, if_not_exists=True))
-        except sa.exc.IntegrityError:
-            # Two processes created it at once (PostgreSQL's catalog race): it exists now.
-            pass
+        create_table_if_absent(conn, layout.table)
         with conn.begin():
             inspector = sa.inspect(conn)
             found = {c["name"]: _kind(c["type"]) for c in inspector.get_columns(layout.name)}
@@ -58,6 +53,33 @@ def ensure_table(engine: sa.Engine, layout: TableLayout) -> None:
         for index in layout.table.indexes:
             if index.name not in indexes:
                 _create_index(conn, index)
+
+
+def create_table_if_absent(conn: sa.Connection, table: sa.Table) -> None:
+    """``CREATE TABLE IF NOT EXISTS`` (not its indexes) in its own transaction, safe
+    when several processes or Spark tasks create the same table at the same moment.
+
+    PostgreSQL's ``IF NOT EXISTS`` is not atomic: two sessions can both see no table, and the
+    second fails with ``duplicate key ... pg_type`` (an ``IntegrityError``) or ``relation ...
+    already exists`` (a ``ProgrammingError``). Either way the table exists now, which is checked
+    before the error is ignored.
+
+    >>> engine = sa.create_engine("sqlite://")
+    >>> table = sa.Table("t", sa.MetaData(), sa.Column("k", sa.Integer, primary_key=True))
+    >>> with engine.connect() as conn:
+    ...     create_table_if_absent(conn, table)
+    ...     create_table_if_absent(conn, table)
+    ...     sa.inspect(conn).has_table("t")
+    True
+    """
+    try:
+        with conn.begin():
+            conn.execute(sa.schema.CreateTable(table, if_not_exists=True))
+    except (sa.exc.IntegrityError, sa.exc.ProgrammingError):
+        with conn.begin():
+            exists = sa.inspect(conn).has_table(table.name)
+        if not exists:
+            raise
 
 
 def _check_columns(layout: TableLayout, found: dict[str, str]) -> None:
@@ -75,8 +97,15 @@ def _create_index(conn: sa.Connection, index: sa.Index) -> None:
     try:
         with conn.begin():
             conn.execute(sa.schema.CreateIndex(index, if_not_exists=True))
-    except sa.exc.IntegrityError:
-        pass  # created by another process at the same moment, as for the table
+    except (sa.exc.IntegrityError, sa.exc.ProgrammingError):
+        # Created by another process at the same moment, as for the table.
+        table = index.table
+        if table is None:
+            raise
+        with conn.begin():
+            names = {ix["name"] for ix in sa.inspect(conn).get_indexes(table.name)}
+        if index.name not in names:
+            raise
 
 
 def _kind(column_type: Any) -> str:
