@@ -28,6 +28,12 @@ if [ ! -f /usr/share/java/postgresql.jar ]; then
     apt-get update -qq && apt-get install -y -qq libpostgresql-jdbc-java
 fi
 
+# The Celery cluster test (tests/cluster/test_celery.py) uses Redis as the Celery broker.
+if ! command -v redis-server >/dev/null; then
+    log "installing redis-server (Celery broker of the cluster tests)"
+    apt-get update -qq && apt-get install -y -qq redis-server
+fi
+
 # Parallel runs (test.sh, main.sh, helpers) share .venv: one installs, the others wait for it.
 exec 9>.venv/.bootstrap.lock
 flock 9
