@@ -14,6 +14,13 @@ The API server runs with ``[core] simple_auth_manager_all_admins`` (no login) bo
 run and task-instance timings straight from the metadata database. This module does not import
 ``airflow``.
 
+``executor="CeleryExecutor"`` runs the tasks on Celery instead: a private ``redis-server`` (the
+broker) on a free loopback port and ``celery_workers`` ``airflow celery worker`` processes join
+the same process group; the Celery results go to the metadata database. Each worker has its own
+Celery node name and pid file, and writes ``worker<N>`` as its task instances' ``hostname`` (see
+:func:`worker_hostname`), so tests can tell which worker ran what; the workers serve no logs
+(task logs are local files the API server reads).
+
 Example (not run here: it needs PostgreSQL, and takes ~30 s to start)::
 
     with running_airflow(tmp / "af", pg_url=os.environ["TRIDENT_PG_URL"], dags_folder=dags,
@@ -53,12 +60,14 @@ __all__ = [
     "RunInfo",
     "TaskInstanceInfo",
     "running_airflow",
+    "worker_hostname",
 ]
 
 COMPONENTS: tuple[str, ...] = ("api-server", "scheduler", "dag-processor", "triggerer")
 """What ``airflow standalone`` runs, started one by one so each gets its own log file."""
 
 MARKER_ENV = "TRIDENT_AIRFLOW_CLUSTER"
+WORKER_HOSTNAME_ENV = "TRIDENT_WORKER_HOSTNAME"
 _FINISHED = frozenset({"success", "failed"})
 
 
@@ -83,6 +92,16 @@ class TaskInstanceInfo:
     try_number: int
     start_date: datetime | None
     end_date: datetime | None
+
+
+def worker_hostname() -> str:
+    """The ``[core] hostname_callable`` of the Celery workers :func:`running_airflow` starts:
+    ``$TRIDENT_WORKER_HOSTNAME`` (``worker1``, ``worker2``...), else the machine's FQDN.
+
+    >>> worker_hostname() == (os.environ.get("TRIDENT_WORKER_HOSTNAME") or socket.getfqdn())
+    True
+    """
+    return os.environ.get(WORKER_HOSTNAME_ENV) or socket.getfqdn()
 
 
 def _free_port() -> int:
@@ -350,6 +369,9 @@ def running_airflow(
     expect_dags: Sequence[str] = (),
     ready_timeout_s: float = 180.0,
     settings: Mapping[str, str] | None = None,
+    executor: str = "LocalExecutor",
+    celery_workers: int = 2,
+    worker_concurrency: int = 2,
 ) -> Iterator[AirflowCluster]:
     """Start a real Airflow on a fresh PostgreSQL metadata database; kill it on exit.
 
@@ -370,6 +392,10 @@ def running_airflow(
         DAG ids to wait for (serialized by the DAG processor) before yielding.
     settings:
         More ``AIRFLOW__SECTION__KEY`` settings (they override the defaults set here).
+    executor:
+        ``"LocalExecutor"`` or ``"CeleryExecutor"`` (starts Redis and the Celery workers).
+    celery_workers, worker_concurrency:
+        With Celery: how many workers, and the task slots of each.
 
     Raises
     ------
@@ -393,7 +419,7 @@ def running_airflow(
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": _render(metadata_url, "psycopg"),
         # Airflow derives the async URL as postgresql+asyncpg, which is not installed here.
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_ASYNC": _render(metadata_url, "psycopg_async"),
-        "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+        "AIRFLOW__CORE__EXECUTOR": executor,
         "AIRFLOW__CORE__PARALLELISM": str(parallelism),
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
         "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{api_url}/execution/",
@@ -409,6 +435,7 @@ def running_airflow(
         # The factory's waits follow [operators] default_deferrable (off in Airflow): these runs
         # exercise the triggerer, as production deployments that turn it on do.
         "AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE": "True",
+        **_celery_settings(executor, metadata_url, worker_concurrency),
         **(settings or {}),
     }
     home = replace(home, overrides=overrides)
@@ -424,7 +451,7 @@ def running_airflow(
             msg = f"`airflow db migrate` exited {done.returncode}:\n{done.stderr[-4000:]}"
             raise RuntimeError(msg)
         try:
-            _start(cluster)
+            _start(cluster, celery_workers if executor == "CeleryExecutor" else 0)
             _wait_ready(cluster, expect_dags, ready_timeout_s)
             yield cluster
         finally:
@@ -434,11 +461,38 @@ def running_airflow(
             admin.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
 
 
-def _start(cluster: AirflowCluster) -> None:
-    python = sys.executable
+def _celery_settings(executor: str, metadata_url: URL, concurrency: int) -> dict[str, str]:
+    if executor != "CeleryExecutor":
+        return {}
+    return {
+        "AIRFLOW__CELERY__BROKER_URL": f"redis://127.0.0.1:{_free_port()}/0",
+        "AIRFLOW__CELERY__RESULT_BACKEND": f"db+{_render(metadata_url, 'psycopg')}",
+        "AIRFLOW__CELERY__WORKER_CONCURRENCY": str(concurrency),
+    }
+
+
+def _commands(cluster: AirflowCluster, workers: int) -> list[tuple[str, list[str], dict[str, str]]]:
+    """``(name, argv, extra env)`` of each process to start, Redis first."""
+    python, env = sys.executable, cluster.env
+    commands: list[tuple[str, list[str], dict[str, str]]] = []
+    if workers:
+        port = env["AIRFLOW__CELERY__BROKER_URL"].rsplit(":", 1)[1].split("/")[0]
+        commands.append(("redis", ["redis-server", "--port", port, "--bind", "127.0.0.1",
+                                   "--save", "", "--appendonly", "no"], {}))  # fmt: skip
+    commands += [(name, [python, "-m", "airflow", name], {}) for name in COMPONENTS]
+    for n in range(1, workers + 1):
+        argv = [python, "-m", "airflow", "celery", "worker", "--celery-hostname",
+                f"worker{n}@%h", "--pid", str(cluster.log_dir / f"worker{n}.pid"),
+                "--skip-serve-logs"]  # fmt: skip
+        extra = {WORKER_HOSTNAME_ENV: f"worker{n}",
+                 "AIRFLOW__CORE__HOSTNAME_CALLABLE": f"{__name__}.worker_hostname"}  # fmt: skip
+        commands.append((f"worker{n}", argv, extra))
+    return commands
+
+
+def _start(cluster: AirflowCluster, workers: int = 0) -> None:
     pgid = 0
-    for name in COMPONENTS:
-        args = [python, "-m", "airflow", name]
+    for name, args, extra in _commands(cluster, workers):
         if name in ("scheduler", "triggerer"):
             args.append("--skip-serve-logs")  # task logs are local files: no log server ports
         if name == "api-server":
@@ -446,7 +500,7 @@ def _start(cluster: AirflowCluster) -> None:
         with open(cluster.log_dir / f"{name}.log", "wb") as log:
             process = subprocess.Popen(
                 args,
-                env=cluster.env,
+                env={**cluster.env, **extra},
                 cwd=cluster.home.path,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
@@ -468,6 +522,8 @@ def _wait_ready(cluster: AirflowCluster, expect_dags: Sequence[str], timeout_s: 
                 (last.get(part) or {}).get("status") == "healthy"
                 for part in ("metadatabase", "scheduler", "triggerer", "dag_processor")
             )
+            workers = [cluster.log_dir / f"{n}.log" for n in cluster.processes if n[:6] == "worker"]
+            healthy = healthy and all(" ready." in w.read_text(errors="replace") for w in workers)
             if healthy and set(expect_dags) <= cluster.dag_ids():
                 return
         except (OSError, RuntimeError, ValueError, psycopg.Error) as error:
