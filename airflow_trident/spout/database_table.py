@@ -45,7 +45,7 @@ True
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -185,12 +185,22 @@ class TableRange:
 class _Coordinator:
     def __init__(self, spout: DatabaseTableSpout) -> None:
         self._spout = spout
+        self._progress: Callable[[str, int], Any] | None = None
 
     def get_partitions_for_batch(self) -> list[str]:
         return list(self._spout.partitions)
 
+    def use_progress(self, progress: Callable[[str, int], Any]) -> None:
+        """Called by the executor: each partition's newest batch before a txid (its mark)."""
+        self._progress = progress
+
     def is_ready(self, txid: int) -> bool:
-        return True
+        """True when some partition has a row beyond its high-water mark (one query)."""
+        marks: dict[str, int | None] = {}
+        for partition in self._spout.partitions:
+            meta = self._progress(partition, txid) if self._progress is not None else None
+            marks[partition] = None if meta is None else meta.get("high")
+        return self._spout.has_rows_after(marks)
 
     def close(self) -> None:
         return None
@@ -387,6 +397,19 @@ class DatabaseTableSpout:
                 sa.select(sa.func.count()).select_from(table).where(*where, col <= high)
             ).scalar_one()
         return TableRange(self, partition, low, int(high), int(count))
+
+    def has_rows_after(self, marks: Mapping[str, int | None]) -> bool:
+        """Whether some partition has a row with ``order_column`` above its mark (``None``:
+        any row of it); one ``SELECT 1 ... LIMIT 1``."""
+        table = self.table_object()
+        col = table.c[self.order_column]
+        beyond = [
+            sa.and_(sa.true(), *self.predicate(table, p), *([] if m is None else [col > m]))
+            for p, m in marks.items()
+        ]
+        query = sa.select(sa.literal(1)).select_from(table).where(sa.or_(*beyond)).limit(1)
+        with self.connect() as conn:
+            return conn.execute(query).first() is not None
 
     def range(self, partition: str, meta: Mapping[str, Any]) -> TableRange:
         """The range a batch's metadata fixed for ``partition``."""

@@ -183,3 +183,23 @@ def test_an_unreachable_database_is_a_connection_error() -> None:
     )
     with pytest.raises(ConnectionError, match="database table 'events': cannot connect"):
         spout.get_partitioned_emitter().emit_partition_batch_new(None, ListCollector(), "all", None)
+
+
+def test_is_ready_only_when_rows_beyond_the_high_water_marks_exist(url: str, events: str) -> None:
+    # Given an empty table read by two partitions (user_id % 2)
+    spout = DatabaseTableSpout(url, events, ["id", "word"], partitions=2,
+                               partition_column="user_id")  # fmt: skip
+    executor = PartitionedTransactionalSpoutExecutor(spout, MemoryPartitionState())
+    coordinator = executor.get_coordinator()
+    # Then nothing is ready while the table is empty
+    assert coordinator.is_ready(1) is False
+    # When rows of both partitions land: ready; once txid 1 took them: not ready for txid 2
+    insert(url, events, [(0, "a0"), (1, "b0")])
+    assert coordinator.is_ready(1) is True
+    emit(executor, 1)
+    assert coordinator.is_ready(2) is False
+    # When a row lands in one partition only: ready again (its mark is behind)
+    insert(url, events, [(1, "b1")])
+    assert coordinator.is_ready(2) is True
+    emit(executor, 2)
+    assert coordinator.is_ready(3) is False
