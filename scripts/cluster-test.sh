@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The cluster tests (pytest marker `cluster`, tests/cluster/): starts the local cluster of
+# scripts/cluster.sh (Spark standalone master + 2 workers, 3-node ZooKeeper ensemble), runs
+# `pytest -m cluster tests/cluster` with TRIDENT_CLUSTER=1, then stops the cluster, also when a
+# test fails or the run is interrupted (a cluster that was already running is left running).
+# Extra arguments go to pytest. The exit code is pytest's. ~5 min on 2 cores.
+set -uo pipefail
+# shellcheck source=scripts/env.sh
+source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+already_running=0
+bash scripts/cluster.sh status >/dev/null 2>&1 && already_running=1
+stop_cluster() {
+    if [ "$already_running" = 0 ]; then bash scripts/cluster.sh stop; fi
+}
+trap stop_cluster EXIT
+bash scripts/cluster.sh start || exit 1
+eval "$(bash scripts/cluster.sh env)"
+export TRIDENT_CLUSTER=1
+started=$SECONDS
+.venv/bin/pytest -q -m cluster tests/cluster "$@"
+rc=$?
+echo "[cluster-test] pytest exited $rc after $((SECONDS - started)) s" >&2
+exit $rc
