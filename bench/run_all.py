@@ -152,7 +152,7 @@ BENCHES: tuple[Bench, ...] = (
           [Figure("DRPC single-key query p99 (client), 1M keys", "client_p99_ms", "<=", 20.0,
                   " ms")]),
     Bench("sss", "sss.py",
-          ["--rounds", "3"],
+          ["--rounds", "5"],
           ["--rounds", "1", "--large-words", "1000000"],
           None,
           [Figure("per small batch (10k words): ours / the faster SSS", "ratio_small", "<=",
