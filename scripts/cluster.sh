@@ -54,7 +54,14 @@ launch() { # <name> <command...>: start in a new session, log to $LOGS/<name>.lo
     local name="$1"
     shift
     mkdir -p "$PIDS" "$LOGS"
-    setsid "$@" </dev/null >>"$LOGS/$name.log" 2>&1 &
+    (
+        # Inherit no descriptor but 0-2: a daemon holding the caller's `flock` descriptor
+        # would keep that lock until it stops.
+        for fd in $(ls "/proc/$BASHPID/fd"); do
+            [ "$fd" -gt 2 ] && eval "exec $fd>&-"
+        done
+        exec setsid "$@" </dev/null >>"$LOGS/$name.log" 2>&1
+    ) &
     echo $! >"$PIDS/$name.pid"
 }
 wait_for() { # <what> <name> <pattern> <check command...>: until the check passes or it dies
