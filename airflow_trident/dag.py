@@ -1,7 +1,10 @@
 """The DAG factory: one DAG run = one batch (one txid) of a topology.
 
 ``wait_ready >> begin >> process >> commit >> success``, where ``commit`` runs strictly in txid
-order and every other step may overlap with other runs' (``max_active_batches``).
+order and every other step may overlap with other runs' (``max_active_batches``). The
+``layout="compact"`` has three tasks, ``begin >> process >> commit``: ``begin`` waits for
+readiness and begins, ``commit`` does the success step too — two task processes and two
+scheduling hand-offs fewer per batch, for short batch intervals (``docs/performance.md``).
 
 Examples
 --------
@@ -46,11 +49,13 @@ from airflow_trident.operators.connect import ConnectProcessBatchOperator
 from airflow_trident.operators.process import ProcessBatchOperator
 from airflow_trident.operators.steps import default_deferrable
 from airflow_trident.runtime.reference import load_topology
+from airflow_trident.sensors.begin import BeginWhenReadySensor
 from airflow_trident.sensors.ready import BatchReadySensor
 
-__all__ = ["PROCESS_MODES", "default_staging_root", "trident_batch", "trident_dag"]
+__all__ = ["LAYOUTS", "PROCESS_MODES", "default_staging_root", "trident_batch", "trident_dag"]
 
 PROCESS_MODES = ("submit", "connect")
+LAYOUTS = ("standard", "compact")
 
 _DOCS = {
     "wait_ready": "Waits until every spout's coordinator says the next batch may start.",
@@ -72,6 +77,19 @@ _DOCS = {
         "changes nothing. XCom: records in, keys written."
     ),
     "success": "Tells the spouts the batch committed; rotates old metadata and staging away.",
+    "begin_compact": (
+        "Waits until every spout's coordinator says the next batch may start (a replay does not "
+        "wait), then acts as Trident's coordinator: binds this DAG run to its txid in ZooKeeper "
+        '(a retry or a cleared task keeps the txid; `dag_run.conf={"txid": N}` replays N) and '
+        "stores each spout's batch metadata. XCom: txid, attempt, metadata."
+    ),
+    "commit_compact": (
+        "The commit phase, strictly in txid order: waits until txid-1 is committed, checks the "
+        "staged manifest, applies the results to each state with its exactly-once rule, "
+        "advances the committed txid in ZooKeeper by compare-and-set, then tells the spouts "
+        "and rotates old metadata and staging away. Clearing a committed run changes nothing. "
+        "XCom: records in, keys written."
+    ),
 }
 
 
@@ -101,6 +119,7 @@ def trident_batch(
     spark_commit_min_rows: int = 1_000_000,
     process_mode: str = "submit",
     spark_connect_conn_id: str = "spark_connect_default",
+    layout: str = "standard",
 ) -> TaskGroup:
     """The tasks of one batch of ``topology`` (``module:attribute``) as a TaskGroup.
 
@@ -118,13 +137,31 @@ def trident_batch(
     for 1,000 txids (``TransactionalCoordinator.keep_runs``): a run cleared up to 1,000 txids
     after its own replays its txid, an older one begins a new txid. ZooKeeper's node count for
     the topology stays bounded (``bench/zk_nodes.py``).
+    ``layout``: ``"standard"`` (``wait_ready >> begin >> process >> commit >> success``) or
+    ``"compact"`` (``begin >> process >> commit``: readiness and begin in one task, commit and
+    success in one; the same exactly-once rules, two task processes fewer per batch).
 
     Raises
     ------
     ConfigurationError
-        For an unknown ``commit_mode`` or ``process_mode``, or a topology that cannot be
-        imported.
+        For an unknown ``commit_mode``, ``process_mode`` or ``layout``, or a topology that
+        cannot be imported.
+
+    Examples
+    --------
+    >>> from airflow.sdk import DAG
+    >>> with DAG("compact_doc", schedule=None) as dag:
+    ...     group = trident_batch("airflow_trident.examples.topologies:word_count",
+    ...                           group_id="batch", layout="compact")
+    >>> [t.task_id for t in dag.topological_sort()]
+    ['batch.begin', 'batch.process', 'batch.commit']
     """
+    if layout not in LAYOUTS:
+        msg = (
+            f"layout {layout!r} is not one of {', '.join(LAYOUTS)}: 'standard' has a task per "
+            f"step, 'compact' joins readiness with begin and success with commit"
+        )
+        raise ConfigurationError(msg)
     if process_mode not in PROCESS_MODES:
         msg = (
             f"process_mode {process_mode!r} is not one of {', '.join(PROCESS_MODES)}: 'submit' "
@@ -148,15 +185,24 @@ def trident_batch(
     }
     begin_id = f"{group_id}.begin"
     with TaskGroup(group_id=group_id, tooltip=f"one batch of topology {name}") as group:
-        ready = BatchReadySensor(
-            task_id="wait_ready", poke_interval=5, mode="reschedule", doc_md=_DOCS["wait_ready"],
-            deferrable=default_deferrable() if ready_deferrable is None else ready_deferrable,
-            **common,
-        )  # fmt: skip
-        begin = BeginBatchOperator(
-            task_id="begin", state_conn_id=state_conn_id, keep_txids=keep_txids,
-            doc_md=_DOCS["begin"], **common,
-        )  # fmt: skip
+        compact = layout == "compact"
+        ready_deferrable = default_deferrable() if ready_deferrable is None else ready_deferrable
+        begin: BaseOperator
+        if compact:
+            begin = BeginWhenReadySensor(
+                task_id="begin", poke_interval=5, mode="reschedule",
+                deferrable=ready_deferrable, state_conn_id=state_conn_id,
+                keep_txids=keep_txids, doc_md=_DOCS["begin_compact"], **common,
+            )  # fmt: skip
+        else:
+            ready = BatchReadySensor(
+                task_id="wait_ready", poke_interval=5, mode="reschedule",
+                doc_md=_DOCS["wait_ready"], deferrable=ready_deferrable, **common,
+            )  # fmt: skip
+            begin = BeginBatchOperator(
+                task_id="begin", state_conn_id=state_conn_id, keep_txids=keep_txids,
+                doc_md=_DOCS["begin"], **common,
+            )  # fmt: skip
         process: BaseOperator
         if process_mode == "connect":
             process = ConnectProcessBatchOperator(
@@ -173,17 +219,21 @@ def trident_batch(
         commit = CommitBatchOperator(
             task_id="commit", state_conn_id=state_conn_id, begin_task_id=begin_id,
             deferrable=default_deferrable() if deferrable is None else deferrable,
-            keep_txids=keep_txids, doc_md=_DOCS["commit"],
-            commit_mode=commit_mode, spark_conn_id=spark_conn_id, spark_conf=spark_conf,
+            keep_txids=keep_txids, doc_md=_DOCS["commit_compact" if compact else "commit"],
+            commit_mode=commit_mode, success_after=compact,
+            spark_conn_id=spark_conn_id, spark_conf=spark_conf,
             py_files=py_files, spark_commit_min_rows=spark_commit_min_rows,
             spark_connect_conn_id=spark_connect_conn_id if process_mode == "connect" else None,
             outlets=[commits_alias(name)], **common,
         )  # fmt: skip
-        success = BatchSuccessOperator(
-            task_id="success", state_conn_id=state_conn_id, begin_task_id=begin_id,
-            keep_txids=keep_txids, doc_md=_DOCS["success"], **common,
-        )  # fmt: skip
-        ready >> begin >> process >> commit >> success
+        if compact:
+            begin >> process >> commit
+        else:
+            success = BatchSuccessOperator(
+                task_id="success", state_conn_id=state_conn_id, begin_task_id=begin_id,
+                keep_txids=keep_txids, doc_md=_DOCS["success"], **common,
+            )  # fmt: skip
+            ready >> begin >> process >> commit >> success
     return group
 
 
@@ -212,9 +262,10 @@ def trident_dag(
     Other keyword arguments go to :func:`trident_batch` when it takes them
     (``spark_conn_id``, ``zookeeper_conn_id``, ``state_conn_id``, ``staging_root``,
     ``commit_mode``, ``spark_commit_min_rows``, ``process_mode``, ``spark_connect_conn_id``,
-    ``deferrable``, ``ready_deferrable``, ``spark_conf``, ``py_files``, ``keep_txids``), else to
-    :class:`~airflow.sdk.DAG` (``params``, ``on_failure_callback``, ``on_success_callback``,
-    ``dagrun_timeout``, ``is_paused_upon_creation``, ``end_date``, ``description``, ...).
+    ``layout``, ``deferrable``, ``ready_deferrable``, ``spark_conf``, ``py_files``,
+    ``keep_txids``), else to :class:`~airflow.sdk.DAG` (``params``, ``on_failure_callback``,
+    ``on_success_callback``, ``dagrun_timeout``, ``is_paused_upon_creation``, ``end_date``,
+    ``description``, ...).
 
     Raises
     ------

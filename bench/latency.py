@@ -8,9 +8,12 @@ Measured in the same run, alternating, median of ``--runs`` each:
   started once, before the measurements — a long-lived server, as in production);
 * (c) ``spark-submit`` of a PySpark job that only starts a session and runs one trivial query.
 
-A batch's wall time is sensor -> commit: from the ``wait_ready`` task's start to the ``commit``
-task's end (the metadata database's timestamps); the whole ``airflow dags test`` command (CLI
-start and DAG parsing included) is printed too. Last line:
+A batch's wall time is sensor -> commit: from the readiness check's start (the ``wait_ready``
+task, or the ``begin`` task of ``--layout compact``, the default) to the ``commit`` task's end
+(the metadata database's timestamps), with the median seconds of each task and of the gaps
+between them (``phases <mode>: ...``); the whole ``airflow dags test`` command (CLI start and
+DAG parsing included) is printed too. ``latency_connect_s=`` is the Connect mode's median
+(target <= 3 s). Last line:
 ``ratio=<connect-mode sensor->commit seconds / bare spark-submit seconds>`` (target <= 1.3); the
 submit-mode ratio is printed before it.
 
@@ -29,6 +32,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections import defaultdict
 from datetime import datetime
 from pathlib import Path
 
@@ -38,11 +42,12 @@ from airflow_trident.testing.connect import running_connect_server
 DAG = """
 from airflow_trident.dag import trident_dag
 dag = trident_dag("airflow_trident.testing.topologies:e2e_word_count", dag_id="bench_latency",
-                  spark_conn_id="spark_local", retries=0)
+                  spark_conn_id="spark_local", retries=0, layout="{layout}")
 connect = trident_dag("airflow_trident.testing.topologies:e2e_word_count",
                       dag_id="bench_latency_connect", process_mode="connect",
-                      spark_connect_conn_id="bench_connect", retries=0)
+                      spark_connect_conn_id="bench_connect", retries=0, layout="{layout}")
 """
+PHASES = ("wait_ready", "begin", "process", "commit", "success")
 NOOP = """
 from pyspark.sql import SparkSession
 spark = SparkSession.builder.appName("noop").getOrCreate()
@@ -51,39 +56,66 @@ spark.stop()
 """
 
 
-def sensor_to_commit(home: AirflowHome, dag_id: str, run_id: str) -> float:
-    """Seconds from the sensor's start to the commit's end, from the metadata database."""
+def sensor_to_commit(
+    home: AirflowHome, dag_id: str, run_id: str, phases: dict[str, list[float]]
+) -> float:
+    """Seconds from the first task's start (the readiness check: ``wait_ready``, or the compact
+    layout's ``begin``) to the commit's end, from the metadata database; each task's seconds
+    are added to ``phases`` (``gaps``: the time between tasks)."""
     with sqlite3.connect(home.metadata_db) as db:
-        rows = dict(
-            db.execute(
-                "SELECT task_id, CASE WHEN task_id LIKE '%wait_ready' THEN start_date "
-                "ELSE end_date END FROM task_instance WHERE dag_id = ? AND run_id = ? "
-                "AND (task_id LIKE '%wait_ready' OR task_id LIKE '%commit')",
-                (dag_id, run_id),
-            ).fetchall()
-        )
-    start = datetime.fromisoformat(rows["batch.wait_ready"])
-    end = datetime.fromisoformat(rows["batch.commit"])
-    return (end - start).total_seconds()
+        rows = db.execute(
+            "SELECT task_id, start_date, end_date FROM task_instance "
+            "WHERE dag_id = ? AND run_id = ?",
+            (dag_id, run_id),
+        ).fetchall()
+    spans = {
+        task.removeprefix("batch."): (datetime.fromisoformat(a), datetime.fromisoformat(b))
+        for task, a, b in rows
+        if a and b
+    }
+    first = spans.get("wait_ready", spans["begin"])[0]
+    end = spans["commit"][1]
+    busy = 0.0
+    for name, (a, b) in spans.items():
+        phases[name].append((b - a).total_seconds())
+        if name != "success":
+            busy += (b - a).total_seconds()
+    total = (end - first).total_seconds()
+    phases["gaps"].append(total - busy)
+    return total
 
 
-def run_batch(home: AirflowHome, dag_id: str, env: dict[str, str]) -> tuple[float, float]:
+def run_batch(
+    home: AirflowHome, dag_id: str, env: dict[str, str], phases: dict[str, list[float]]
+) -> tuple[float, float]:
     """One DAG run: (sensor -> commit seconds, whole command seconds)."""
     started = time.monotonic()
     result = run_dag_test(dag_id, home=home, extra_env=env, timeout_s=300)
     total = time.monotonic() - started
     if not result.ok or result.run_id is None:
         raise RuntimeError(result.describe())
-    return sensor_to_commit(home, dag_id, result.run_id), total
+    return sensor_to_commit(home, dag_id, result.run_id, phases), total
+
+
+def show_phases(mode: str, phases: dict[str, list[float]]) -> str:
+    """``phases <mode>: begin=0.4s process=2.1s ...`` (medians; parsed by bench/run_all.py)."""
+    names = [n for n in (*PHASES, "gaps") if phases.get(n)]
+    return f"phases {mode}: " + " ".join(f"{n}={statistics.median(phases[n]):.2f}s" for n in names)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument(
+        "--layout",
+        choices=("standard", "compact"),
+        default="compact",
+        help="the DAG layout: 5 tasks per batch, or 3 (default; see trident_dag)",
+    )
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="trident-latency-"))
     (work / "dags").mkdir()
-    (work / "dags" / "bench.py").write_text(DAG)
+    (work / "dags" / "bench.py").write_text(DAG.format(layout=args.layout))
     (work / "noop.py").write_text(NOOP)
     host, _, port = os.environ.get("TRIDENT_ZK_HOSTS", "127.0.0.1:2181").partition(":")
     zookeeper = {"conn_type": "trident_zookeeper", "host": host, "port": int(port or 2181),
@@ -108,16 +140,19 @@ def main() -> int:
     bare_env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
     times: dict[str, list[float]] = {k: [] for k in ("submit", "submit_cmd", "connect",
                                                     "connect_cmd", "bare")}  # fmt: skip
+    phases: dict[str, dict[str, list[float]]] = {
+        mode: defaultdict(list) for mode in ("submit", "connect")
+    }
     with running_connect_server(work / "connect-server") as url:
         server_host, _, server_port = url.rpartition(":")
         connect_env["AIRFLOW_CONN_BENCH_CONNECT"] = json.dumps(
             {"conn_type": "spark_connect", "host": server_host, "port": int(server_port)}
         )
         for i in range(args.runs):
-            span, total = run_batch(home, "bench_latency", submit_env)
+            span, total = run_batch(home, "bench_latency", submit_env, phases["submit"])
             times["submit"].append(span)
             times["submit_cmd"].append(total)
-            span, total = run_batch(home, "bench_latency_connect", connect_env)
+            span, total = run_batch(home, "bench_latency_connect", connect_env, phases["connect"])
             times["connect"].append(span)
             times["connect_cmd"].append(total)
             started = time.monotonic()
@@ -132,6 +167,9 @@ def main() -> int:
     print(f"median sensor->commit: submit mode {med['submit']:.1f}s, connect mode "
           f"{med['connect']:.1f}s; whole command: {med['submit_cmd']:.1f}s / "
           f"{med['connect_cmd']:.1f}s; bare spark-submit {med['bare']:.1f}s")  # fmt: skip
+    print(show_phases("submit", phases["submit"]))
+    print(show_phases("connect", phases["connect"]))
+    print(f"latency_connect_s={med['connect']:.2f}")
     print(f"ratio_submit={med['submit'] / med['bare']:.2f}")
     print(f"ratio={med['connect'] / med['bare']:.2f}")
     return 0

@@ -56,6 +56,7 @@ dag = trident_dag(
     max_active_batches={batches},
     spark_conn_id="spark_local",
     process_mode="{process_mode}",
+    layout="{layout}",
     spark_connect_conn_id="bench_connect",
     retries=1,
     retry_delay=timedelta(seconds=1),
@@ -180,6 +181,12 @@ def main() -> int:
         default="connect",
         help="spark-submit per batch, or a Spark Connect server started once (default)",
     )
+    parser.add_argument(
+        "--layout",
+        choices=("standard", "compact"),
+        default="compact",
+        help="the DAG layout: 5 tasks per batch, or 3 (default; see trident_dag)",
+    )
     args = parser.parse_args()
     pg_url = os.environ.get("TRIDENT_PG_URL")
     zk_hosts = os.environ.get("TRIDENT_ZK_HOSTS", "127.0.0.1:2181")
@@ -201,6 +208,7 @@ def main() -> int:
                 dag_id=p.dag_id,
                 batches=p.max_active,
                 process_mode=args.process_mode,
+                layout=args.layout,
             )
         )
     host, _, port = zk_hosts.partition(":")
@@ -215,7 +223,7 @@ def main() -> int:
         "SPARK_LOCAL_IP": "127.0.0.1",
     }  # fmt: skip
     print(f"work dir {work}; {os.cpu_count()} cores; parallelism {args.parallelism}; "
-          f"process mode {args.process_mode}", flush=True)  # fmt: skip
+          f"process mode {args.process_mode}; layout {args.layout}", flush=True)  # fmt: skip
     started = time.monotonic()
     with contextlib.ExitStack() as stack:
         if args.process_mode == "connect":

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
@@ -33,6 +33,7 @@ __all__ = [
     "BatchSuccessOperator",
     "BeginBatchOperator",
     "CommitBatchOperator",
+    "begin_batch",
 ]
 
 
@@ -96,25 +97,33 @@ class BeginBatchOperator(_BatchOperator):
         super().__init__(**kwargs)
 
     def execute(self, context: Any) -> dict[str, Any]:
-        dag_run = context["dag_run"]
-        conf = dag_run.conf or {}
-        txid = conf.get("txid")
-        if txid is not None and (not isinstance(txid, int) or isinstance(txid, bool) or txid < 1):
-            msg = f"dag_run.conf txid must be a positive integer, got {txid!r}"
-            raise ConfigurationError(msg)
-        with self._steps() as steps:
-            summary: dict[str, Any] = steps.begin(dag_run.run_id, txid)
-        self.log.info(
-            "run %s is txid %d (attempt %d); committed txid is %d",
-            dag_run.run_id,
-            summary["txid"],
-            summary["attempt_id"],
-            summary["committed_txid"],
-        )
-        note_begin(context, summary)  # the run's note shows its txid (operators/notes.py)
-        for spout, meta in summary["metas"].items():
-            self.log.info("spout %s metadata: %s", spout, str(meta)[:500])
-        return summary
+        return begin_batch(context, self._steps, self.log)
+
+
+def begin_batch(context: Any, open_steps: Callable[[], Any], log: Any) -> dict[str, Any]:
+    """Bind ``context``'s DAG run to its txid (``dag_run.conf["txid"]`` replays one) and store
+    the batch metadata, through ``open_steps()`` (a :class:`BatchSteps` context of the begin
+    task, or of a readiness sensor that begins too); log it to ``log`` and note it on the run.
+    Returns the begin summary (the task's XCom)."""
+    dag_run = context["dag_run"]
+    conf = dag_run.conf or {}
+    txid = conf.get("txid")
+    if txid is not None and (not isinstance(txid, int) or isinstance(txid, bool) or txid < 1):
+        msg = f"dag_run.conf txid must be a positive integer, got {txid!r}"
+        raise ConfigurationError(msg)
+    with open_steps() as steps:
+        summary: dict[str, Any] = steps.begin(dag_run.run_id, txid)
+    log.info(
+        "run %s is txid %d (attempt %d); committed txid is %d",
+        dag_run.run_id,
+        summary["txid"],
+        summary["attempt_id"],
+        summary["committed_txid"],
+    )
+    note_begin(context, summary)  # the run's note shows its txid (operators/notes.py)
+    for spout, meta in summary["metas"].items():
+        log.info("spout %s metadata: %s", spout, str(meta)[:500])
+    return summary
 
 
 COMMIT_MODES = ("worker", "spark", "auto")
@@ -158,6 +167,9 @@ class CommitBatchOperator(TridentLineageMixin, _BatchOperator):
     :param spark_conf: Spark conf of a Spark commit.
     :param py_files: ``--py-files`` of a Spark commit (the topology's package).
     :param spark_commit_min_rows: the ``"auto"`` threshold.
+    :param success_after: also do the success step (:class:`BatchSuccessOperator`'s) once
+        committed, in this task (the DAG's ``layout="compact"``). A retry after a failed
+        success step commits nothing twice (the commit is then a no-op) and does it again.
     """
 
     template_fields: Sequence[str] = (
@@ -177,6 +189,7 @@ class CommitBatchOperator(TridentLineageMixin, _BatchOperator):
         spark_commit_min_rows: int = 1_000_000,
         inline_wait_s: float = 30.0,
         spark_connect_conn_id: str | None = None,
+        success_after: bool = False,
         **kwargs: Any,
     ) -> None:
         if commit_mode not in COMMIT_MODES:
@@ -193,6 +206,7 @@ class CommitBatchOperator(TridentLineageMixin, _BatchOperator):
         self.spark_commit_min_rows = spark_commit_min_rows
         self.inline_wait_s = inline_wait_s
         self.spark_connect_conn_id = spark_connect_conn_id
+        self.success_after = success_after
         self._spark_hook: SparkSubmitHook | None = None
 
     def execute(self, context: Any) -> dict[str, Any]:
@@ -208,7 +222,7 @@ class CommitBatchOperator(TridentLineageMixin, _BatchOperator):
                 deadline = time.monotonic() + self.inline_wait_s
                 committed = self._wait_here(steps, txid, deadline=deadline, watch=watch)
             if committed >= txid - 1:
-                return emit_committed(context, lambda: self._commit(steps, txid))
+                return self._commit_then_success(context, steps, txid)
         self.log.info("txid %d waits for txid %d (committed: %d)", txid, txid - 1, committed)
         self.defer(
             trigger=CommittedTxidTrigger(
@@ -258,7 +272,14 @@ class CommitBatchOperator(TridentLineageMixin, _BatchOperator):
             raise AirflowFailException(message)
         txid = txid_of(context, self.begin_task_id)
         with self._steps() as steps:
-            return emit_committed(context, lambda: self._commit(steps, txid))
+            return self._commit_then_success(context, steps, txid)
+
+    def _commit_then_success(self, context: Any, steps: Any, txid: int) -> dict[str, Any]:
+        summary: dict[str, Any] = emit_committed(context, lambda: self._commit(steps, txid))
+        if self.success_after:
+            # the success task's step, in this task (the compact layout: one task fewer)
+            self.log.info("txid %d success: %s", txid, steps.success(txid))
+        return summary
 
     def on_kill(self) -> None:
         """Stop a running Spark commit (its applied partitions keep their txid)."""

@@ -145,7 +145,7 @@ class BatchReadySensor(BaseSensorOperator):
     def poke(self, context: Any) -> bool:
         return self._ready()
 
-    def execute_complete(self, context: Any, event: dict[str, Any] | None = None) -> None:
+    def execute_complete(self, context: Any, event: dict[str, Any] | None = None) -> Any:
         """Resume after the trigger saw the spouts ready."""
         self.log.info("spouts ready: %s", event)
 

@@ -1,0 +1,74 @@
+"""Readiness and begin in one task: the first task of the DAG's ``layout="compact"``.
+
+:class:`BeginWhenReadySensor` waits as :class:`~airflow_trident.sensors.ready.BatchReadySensor`
+does (poke, reschedule or deferred; replays do not wait; a new batch behind a failed run is
+skipped) and then begins the batch as :class:`~airflow_trident.operators.batch.BeginBatchOperator`
+does, in the same task process. Its XCom is the begin summary, so later tasks name it as their
+``begin_task_id``. One task process and one scheduling hand-off fewer per batch than a sensor
+followed by a begin task.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from airflow_trident.hooks.trident import TridentHook
+from airflow_trident.operators.batch import begin_batch
+from airflow_trident.sensors.ready import BatchReadySensor
+
+__all__ = ["BeginWhenReadySensor"]
+
+
+class BeginWhenReadySensor(BatchReadySensor):
+    """Wait until the topology's spouts are ready, then bind the run to its txid and store the
+    batch metadata (XCom: txid, attempt, metadata).
+
+    ``depends_on_past`` is on by default, as for the begin task: begins run in logical-date
+    order, so txids follow the runs' order.
+
+    :param topology: ``package.module:attribute`` of the topology (templated).
+    :param staging_root: the staging root (templated).
+    :param zookeeper_conn_id: the ``trident_zookeeper`` connection (templated).
+    :param state_conn_id: the state connection (templated; ``None``: the embedded default).
+    :param keep_txids: ZooKeeper keeps batch metadata for that many txids.
+    :param deferrable: wait in the triggerer; ``None``: ``[operators] default_deferrable``.
+
+    Examples
+    --------
+    >>> from airflow.sdk import DAG
+    >>> with DAG("begin_doc", schedule=None):
+    ...     task = BeginWhenReadySensor(
+    ...         task_id="begin", topology="airflow_trident.examples.topologies:word_count",
+    ...         staging_root="/tmp/staging", poke_interval=1, mode="reschedule")
+    >>> task.depends_on_past, task.mode
+    (True, 'reschedule')
+    """
+
+    template_fields: Sequence[str] = (*BatchReadySensor.template_fields, "state_conn_id")
+    ui_color = "#e8f4fd"
+
+    def __init__(
+        self, *, state_conn_id: str | None = None, keep_txids: int = 16, **kwargs: Any
+    ) -> None:
+        kwargs.setdefault("depends_on_past", True)
+        super().__init__(**kwargs)
+        self.state_conn_id = state_conn_id
+        self.keep_txids = keep_txids
+
+    def _steps(self) -> Any:
+        hook = TridentHook(
+            zookeeper_conn_id=self.zookeeper_conn_id, state_conn_id=self.state_conn_id
+        )
+        return hook.batch_steps(
+            self.topology, staging_root=self.staging_root, keep_txids=self.keep_txids
+        )
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        super().execute(context)  # returns once ready (or reschedules, defers, skips)
+        return begin_batch(context, self._steps, self.log)
+
+    def execute_complete(self, context: Any, event: dict[str, Any] | None = None) -> Any:
+        """Resume after the trigger saw the spouts ready, and begin."""
+        super().execute_complete(context, event)
+        return begin_batch(context, self._steps, self.log)
