@@ -270,6 +270,21 @@ def run(bench: Bench, mode: str, logs: Path, lock: str | None, timeout_s: float)
     return outcome
 
 
+def _from_log(bench: Bench, logs: Path, earlier: Mapping[str, object]) -> Outcome:
+    """An outcome read back from a kept output (``--parse-only``)."""
+    values, extra = parse(bench.name, (logs / f"{bench.name}.log").read_text())
+    number = {k: v for k, v in earlier.items() if isinstance(v, int | float)}
+    return Outcome(
+        bench,
+        str(earlier.get("mode", "?")),
+        float(number.get("seconds", 0.0)),
+        int(number.get("exit", 0)),
+        float(number.get("load", 0.0)),
+        values,
+        extra,
+    )
+
+
 def table(outcomes: Sequence[Outcome]) -> str:
     """One Markdown table: benchmark, figure, target, measured, pass/miss."""
     lines = ["| bench | figure | target | measured | result |", "|---|---|---|---|---|"]
@@ -383,6 +398,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--logs", default=".work/bench/run_all", help="outputs and results")
     parser.add_argument("--plots", default="", help="directory for the PNGs (none if empty)")
     parser.add_argument("--timeout", type=float, default=1800.0, help="per benchmark, seconds")
+    parser.add_argument(
+        "--parse-only",
+        action="store_true",
+        help="run nothing: the table and plots from the outputs kept in --logs",
+    )
     args = parser.parse_args(argv)
     mode = "tiny" if args.tiny else "quick" if args.quick else "full"
     only = {n for n in args.only.split(",") if n}
@@ -390,23 +410,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     unknown = (only | skip) - {b.name for b in BENCHES}
     if unknown:
         parser.error(f"unknown benchmarks {sorted(unknown)}; known: {[b.name for b in BENCHES]}")
-    chosen = [b for b in BENCHES if (not only or b.name in only) and b.name not in skip]
+    order = [n for n in args.only.split(",") if n]  # --only runs in the order given
+    chosen = sorted(
+        (b for b in BENCHES if (not only or b.name in only) and b.name not in skip),
+        key=lambda b: order.index(b.name) if b.name in order else 0,
+    )
     if mode == "tiny":
         chosen = [b for b in chosen if b.tiny is not None]
     missing = sorted({n for b in chosen for n in b.needs if not os.environ.get(n)})
-    if missing:
+    if missing and not args.parse_only:
         print(f"{', '.join(missing)} unset: source scripts/env.sh", file=sys.stderr)
         return 2
     logs = (ROOT / args.logs).resolve()
     started = time.monotonic()
     print(f"run_all: {mode} mode, {len(chosen)} benchmarks, {os.cpu_count()} cores", flush=True)
-    outcomes = [run(b, mode, logs, args.lock, args.timeout) for b in chosen]
+    saved = logs / "results.json"
+    earlier = json.loads(saved.read_text()) if saved.exists() else {}
+    if args.parse_only:
+        outcomes = [_from_log(b, logs, earlier.get(b.name, {})) for b in chosen
+                    if (logs / f"{b.name}.log").exists()]  # fmt: skip
+    else:
+        outcomes = [run(b, mode, logs, args.lock, args.timeout) for b in chosen]
     print(f"\n{table(outcomes)}\n")
     print(f"total {time.monotonic() - started:.0f} s; outputs in {logs}")
-    results = {o.bench.name: {"mode": o.mode, "seconds": round(o.seconds, 1),
-                              "exit": o.returncode, "load": o.load,
-                              "values": o.values, "extra": o.extra} for o in outcomes}  # fmt: skip
-    (logs / "results.json").write_text(json.dumps(results, indent=1, default=str) + "\n")
+    results = {**earlier, **{o.bench.name: {"mode": o.mode, "seconds": round(o.seconds, 1),
+                                            "exit": o.returncode, "load": o.load,
+                                            "values": o.values, "extra": o.extra}
+                             for o in outcomes}}  # fmt: skip
+    logs.mkdir(parents=True, exist_ok=True)
+    saved.write_text(json.dumps(results, indent=1, default=str) + "\n")
     if args.plots:
         for path in plot({o.bench.name: o for o in outcomes}, (ROOT / args.plots).resolve()):
             print(f"plot: {path}")
