@@ -32,12 +32,13 @@ Examples
 >>> c = ListCollector()
 >>> meta = spout.emit_partition_batch_new(TransactionAttempt(1, 1), c, "p0", None)
 >>> meta["files"], c.tuples
-([{'name': '0001.jsonl', 'records': 2, 'bytes': 24}], [('a b',), ('c',)])
+([{'name': '0001.jsonl', 'bytes': 24}], [('a b',), ('c',)])
 """
 
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import json
 import logging
@@ -124,20 +125,30 @@ class FileRange:
     """Whole files of one partition, as a :class:`~airflow_trident.spout.ranges.SourceRange`.
 
     ``files``: ``(path, records, malformed line numbers)`` each (the malformed lines went to the
-    dead-letter location when the range was planned); ``where`` names the batch in errors.
+    dead-letter location when the range was planned); ``records`` is ``None`` when the batch
+    was planned without counting (the job that reads the file counts it, see
+    :func:`~airflow_trident.spout.ranges.emitted_counts`); ``where`` names the batch in errors.
     """
 
     format: str
     uri_prefix: str
-    files: tuple[tuple[str, int, tuple[int, ...]], ...]
+    files: tuple[tuple[str, int | None, tuple[int, ...]], ...]
     schema: tuple[tuple[str, str], ...]
     where: str
     filesystem: pafs.FileSystem | None = None
     dead_letter: bool = False
 
     @property
+    def counted(self) -> bool:
+        """Whether every file's record count is known (else :attr:`count` reads the files)."""
+        return all(records is not None for _, records, _ in self.files)
+
+    @functools.cached_property
     def count(self) -> int:
-        return sum(records for _, records, _ in self.files)
+        return sum(
+            count_records(self._fs(), path, self.format) if records is None else records
+            for path, records, _ in self.files
+        )
 
     def _fs(self) -> pafs.FileSystem:
         return self.filesystem or pafs.LocalFileSystem()
@@ -359,11 +370,12 @@ class _FileLog:
                 if bad:
                     entry["malformed_lines"] = bad
                     dead += len(bad)
-            else:
+            elif self.max_records is not None or self.format == "parquet":
                 entry["records"] = count_records(filesystem, path, self.format)
+            # else: not counted here; the job that reads the file counts its records
             entry["bytes"] = info.size
             taken.append(entry)
-            records += entry["records"]
+            records += entry.get("records", 0)
             size += info.size
             if self._full(len(taken), size, records):
                 break
@@ -412,7 +424,8 @@ class _FileLog:
         """The :class:`FileRange` of ``partition``'s batch described by ``meta``."""
         filesystem, base, prefix = self.filesystem()
         files = tuple(
-            (f"{base}/{partition}/{f['name']}", int(f["records"]),
+            (f"{base}/{partition}/{f['name']}",
+             None if f.get("records") is None else int(f["records"]),
              tuple(f.get("malformed_lines", ())))
             for f in meta["files"]
         )  # fmt: skip

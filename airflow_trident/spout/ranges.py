@@ -26,11 +26,11 @@ Examples
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, SupportsIndex, overload, runtime_checkable
 
-__all__ = ["PartitionRows", "ReadSpec", "SourceRange", "emit_range"]
+__all__ = ["PartitionRows", "ReadSpec", "SourceRange", "emit_range", "emitted_counts"]
 
 Row = tuple[Any, ...]
 
@@ -60,7 +60,10 @@ class SourceRange(Protocol):
 
     @property
     def count(self) -> int:
-        """The records of the range (what the batch emits from it)."""
+        """The records of the range (what the batch emits from it). A range may leave its
+        count to the job that reads it (an optional ``counted`` attribute, false): then this
+        counts them in this process, and the Spark runtime counts them in the job's own pass
+        (see :func:`emitted_counts`)."""
 
     def rows(self) -> Iterator[Row]:
         """Its tuples, read in this process, in the spout's field order."""
@@ -80,6 +83,23 @@ class PartitionRows(list[Row]):
     def __init__(self) -> None:
         super().__init__()
         self.pieces: list[list[Row] | SourceRange] = []
+        self.observed: Callable[[], int | None] | None = None
+        """Set by the Spark runtime that reads the ranges: the records its job read (``None``
+        until the job ran)."""
+
+    @property
+    def counted(self) -> bool:
+        """Whether the record count is known without reading (every range knows its own)."""
+        return all(getattr(r, "counted", True) for r in self.ranges)
+
+    def records(self) -> int:
+        """The record count: known, or counted by the job that read the ranges, or (no such
+        job ran) counted here."""
+        if not self.counted and self.observed is not None:
+            seen = self.observed()
+            if seen is not None:
+                return seen
+        return len(self)
 
     @property
     def native(self) -> bool:
@@ -137,6 +157,49 @@ class PartitionRows(list[Row]):
 
     def __repr__(self) -> str:
         return f"PartitionRows({len(self)} records, {len(self.ranges)} ranges)"
+
+
+class _Counts(Mapping[str, int]):
+    """Records per source partition, resolved at the first look (after the job ran)."""
+
+    def __init__(self, parts: Mapping[str, Sequence[Row]]) -> None:
+        self._parts = dict(parts)
+        self._counts: dict[str, int] | None = None
+
+    def _resolved(self) -> dict[str, int]:
+        if self._counts is None:
+            self._counts = {
+                p: rows.records() if isinstance(rows, PartitionRows) else len(rows)
+                for p, rows in self._parts.items()
+            }
+        return self._counts
+
+    def __getitem__(self, key: str) -> int:
+        return self._resolved()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._parts)
+
+    def __len__(self) -> int:
+        return len(self._parts)
+
+    def __repr__(self) -> str:
+        return repr(self._resolved())
+
+
+def emitted_counts(parts: Mapping[str, Sequence[Row]]) -> Mapping[str, int]:
+    """The records emitted per source partition of ``parts`` (what the manifest lists).
+
+    A dict when every count is known now; else a mapping resolved at the first look: a range
+    that leaves its count to the job is counted by the Spark job that read it (in the same
+    pass), or here when no job read it.
+
+    >>> emitted_counts({"p0": [("a",), ("b",)]})
+    {'p0': 2}
+    """
+    if all(not isinstance(r, PartitionRows) or r.counted for r in parts.values()):
+        return {p: len(r) for p, r in parts.items()}
+    return _Counts(parts)
 
 
 def emit_range(collector: Any, source: SourceRange) -> None:

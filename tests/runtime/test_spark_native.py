@@ -132,3 +132,31 @@ def test_csv_and_parquet_on_spark_match_in_process(spark: Any, tmp_path: Path) -
         local, remote, _, plan = both(spark, word_count(spout, f"native_{fmt}"))
         assert remote == local == Counter({("a", 1): 1, ("b", 2): 1})
         assert f"FileScan {fmt}" in plan
+
+
+@pytest.mark.parametrize("python", [False, True], ids=["merged_read", "exact_partitions"])
+def test_the_spark_job_counts_the_records_per_partition_in_its_own_pass(
+    spark: Any, tmp_path: Path, python: bool
+) -> None:
+    # Given partitions whose names need percent-encoding in a URI, and blank lines
+    land(tmp_path, "p 1%+x", "0.jsonl", [json.dumps({"s": "a b"}), "", json.dumps({"s": "c"})])
+    land(tmp_path, "p2", "0.jsonl", [json.dumps({"s": "d"})] * 3)
+    land(tmp_path, "p2", "1.jsonl", [json.dumps({"s": "e"})])
+    steps = word_count(FileLogSpout(tmp_path, ["s"]), f"native_count_{int(python)}",
+                       python=python)  # fmt: skip
+    plan = steps.plan(int(steps.begin(None)["txid"]))
+    sources = steps.emit(plan)
+    # Then the batch was planned without counting records (files and sizes only)
+    parts = sources["lines"]
+    assert [f[1] for rows in parts.values() for r in rows.ranges for f in r.files] == [None] * 3
+    # When Spark processes it: the job itself counted each partition's records
+    with SparkBatchProcessor(steps.topology).process(spark, plan.txid, sources) as remote:
+        assert all(rows.observed is not None and rows.observed() is None
+                   for rows in parts.values())  # fmt: skip
+        remote.collect("counts")
+        seen = {p: rows.observed() for p, rows in parts.items()}
+        emitted = dict(remote.emitted["lines"])
+    assert seen == emitted == {"p 1%+x": 2, "p2": 4}
+    # And the in-process runtime counts the same
+    local = LocalBatchProcessor(steps.topology).process(plan.txid, sources)
+    assert local.emitted == {"lines": emitted}

@@ -5,15 +5,23 @@ A malformed record (``on_malformed="fail"``) fails the Spark job in the same pas
 (``raise_error`` on Spark's corrupt-record column), with a
 :class:`~airflow_trident.errors.MalformedRecordError` naming the file and the record; with
 ``"drop"`` (the spout dead-lettered them when it planned the range) Spark skips them.
+
+Ranges that leave their record count to the job (a file log planned without counting) are
+counted by the same job, in the same pass: an observation (Spark's observed metrics) of the
+rows read per source partition, which the batch's emitted counts (the manifest's) take once
+the job ran (:meth:`~airflow_trident.spout.ranges.PartitionRows.records`).
 """
 
 from __future__ import annotations
 
 import functools
+import uuid
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
+from urllib.parse import quote
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from airflow_trident.errors import MalformedRecordError
@@ -23,6 +31,7 @@ from airflow_trident.spout.ranges import PartitionRows, ReadSpec, SourceRange
 __all__ = ["CORRUPT", "native_partitions", "read_range", "read_spec"]
 
 CORRUPT = "_trident_corrupt_record"
+_SAFE = "/:@!$&'()*+,;=-._~"  # what a percent-encoded file URI keeps as it is
 
 
 def _ddl(schema: Sequence[tuple[str, str]]) -> str:
@@ -82,13 +91,57 @@ def native_partitions(
     """The union of every range of ``parts`` (source partitions, in order); with ``pid`` a
     column of that name holds each row's source partition index."""
     if pid is None:  # one scan per kind of file: Spark packs the splits of all partitions
-        return _merged(spark, [source for _, rows in parts for source in rows.ranges])
+        df = _merged(spark, [source for _, rows in parts for source in rows.ranges])
+        return _observed(df, parts, None)
     frames = []
     for index, (_, rows) in enumerate(parts):  # the index over every partition, as locally
         for source in rows.ranges:
             df = read_range(spark, source)
             frames.append(df.withColumn(pid, F.lit(index).cast("int")))
-    return functools.reduce(DataFrame.unionByName, frames)
+    return _observed(functools.reduce(DataFrame.unionByName, frames), parts, pid)
+
+
+def _observed(
+    df: DataFrame, parts: Sequence[tuple[str, PartitionRows]], pid: str | None
+) -> DataFrame:
+    """``df`` counting its rows per source partition as the job reads them, when some range
+    leaves its count to the job; each partition's ``observed`` then gives its count."""
+    if all(rows.counted for _, rows in parts):
+        return df
+    metrics = [F.count(F.lit(1)).alias("n")]
+    for index, (_, rows) in enumerate(parts):
+        if pid is not None:
+            mine = F.col(pid) == index
+        else:  # by the directory of the row's file (Spark names it by URI, percent-encoded)
+            dirs = {p.rsplit("/", 1)[0] + "/" for r in rows.ranges for p in r.read_spec().paths}
+            forms = sorted({f for d in dirs for f in (d, quote(d, safe=_SAFE))})
+            name = F.input_file_name()
+            mine = functools.reduce(
+                Column.__or__, [name.startswith(f) for f in forms], F.lit(False)
+            )
+        metrics.append(F.count_if(mine).alias(f"p{index}"))
+    observation = Observation(f"trident_emitted_{uuid.uuid4().hex}")
+    observed = df.observe(observation, *metrics)
+    for index, (_, rows) in enumerate(parts):
+        rows.observed = functools.partial(_seen, observation, index, len(parts))
+    return observed
+
+
+def _seen(observation: Observation, index: int, parts: int) -> int | None:
+    """Partition ``index``'s rows as the job counted them; ``None`` before the job ran (or when
+    some row's file was not recognised: then the rows are counted on the driver)."""
+    if not _done(observation):
+        return None
+    got = observation.get
+    counts = [int(got[f"p{i}"]) for i in range(parts)]
+    return counts[index] if sum(counts) == int(got["n"]) else None
+
+
+def _done(observation: Any) -> bool:
+    jo = getattr(observation, "_jo", None)
+    if jo is not None:  # classic: the metrics' future completed (get would wait for it)
+        return bool(jo.future().isCompleted())
+    return bool(getattr(observation, "_result", None))  # Spark Connect: filled by the action
 
 
 def _merged(spark: SparkSession, sources: Sequence[SourceRange]) -> DataFrame:

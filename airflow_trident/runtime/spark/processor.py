@@ -44,6 +44,7 @@ from airflow_trident.runtime.spark.python_ops import (
     batch_failure,
 )
 from airflow_trident.runtime.spark.result import SparkProcessResult, SparkStagedState
+from airflow_trident.spout.ranges import emitted_counts
 from airflow_trident.state.binding import StateBinding
 from airflow_trident.topology import TridentTopology
 from airflow_trident.tuple import Fields
@@ -202,7 +203,7 @@ class _Run:
                 continue
             emitted = sources.get(stage.source.id, {}) if stage.source is not None else {}
             if isinstance(stage.source, SpoutNode):
-                self.result.emitted[stage.source.id] = {p: len(r) for p, r in emitted.items()}
+                self.result.emitted[stage.source.id] = emitted_counts(emitted)
             frame = self.stage(stage, emitted)
             if self.uses.get(stage.id, 0) > 1 and frame.pending is None:
                 frame = frame.but(df=frame.df.persist())

@@ -8,7 +8,7 @@ collecting helpers) so that a failure in a user operation surfaces as the local 
 from __future__ import annotations
 
 import pickle
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Literal, TypeVar
@@ -67,7 +67,7 @@ class SparkProcessResult:
     txid: int
     staged: dict[str, SparkStagedState] = field(default_factory=dict)
     producers: dict[str, Callable[[], DataFrame]] = field(default_factory=dict)
-    emitted: dict[str, dict[str, int]] = field(default_factory=dict)
+    emitted: dict[str, Mapping[str, int]] = field(default_factory=dict)
     output_fields: dict[str, Fields] = field(default_factory=dict)
     output_pickled: dict[str, frozenset[str]] = field(default_factory=dict)
     cached: list[DataFrame] = field(default_factory=list)
