@@ -327,7 +327,7 @@ def plot(outcomes: Mapping[str, Outcome], out: Path) -> list[Path]:
 
 def _plot_phases(pyplot: Any, phases: dict[str, dict[str, float]],
                  per_batch: dict[str, dict[str, float]], path: Path) -> Path:  # fmt: skip
-    fig, axes = pyplot.subplots(1, len(phases), figsize=(6 * len(phases), 3.6))
+    fig, axes = pyplot.subplots(1, len(phases), figsize=(6.5 * len(phases), 4.2))
     axes = list(axes) if len(phases) > 1 else [axes]
     colors = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3",
               "#8c8c8c"]  # fmt: skip
@@ -339,11 +339,11 @@ def _plot_phases(pyplot: Any, phases: dict[str, dict[str, float]],
             left += seconds
         sss_s = per_batch.get(size, {}).get("sss")
         if sss_s is not None:
-            ax.barh(["SSS AvailableNow"], [sss_s], color="#999999", label="SSS (whole batch)")
+            ax.barh(["SSS AvailableNow"], [sss_s], color="#333333", label="SSS (whole batch)")
         words = per_batch.get(size, {}).get("words", 0)
-        ax.set_title(f"{size} batch ({words:,.0f} words): seconds per batch (medians)")
+        ax.set_title(f"{size} batch, {words:,.0f} words (medians)")
         ax.set_xlabel("seconds")
-        ax.legend(fontsize=7, loc="lower right")
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=5)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     pyplot.close(fig)
@@ -365,21 +365,21 @@ def _plot_throughput(pyplot: Any, scale: dict[int, dict[str, float]], gib: float
         ax.set_xscale("log", base=2)
         ax.set_xticks(factors, [f"{f}x\n{gib * 1024 * f / max(factors):.0f} MiB" for f in factors])
         ax.set_ylabel("MiB/s")
-        ax.set_ylim(bottom=0)
-        ax.set_title("file log word count: throughput vs batch size")
+        ax.set_ylim(0, max(mib) * 1.3)
+        ax.set_title("file log word count on Spark (bench/sources.py)")
         ax.legend(fontsize=8)
     if per_batch:
         ax = axes[i]
         sizes = sorted(per_batch.values(), key=lambda v: v["words"])
         words = [v["words"] for v in sizes]
         for side, label in (("ours", "ours (Connect mode, whole lifecycle)"),
-                            ("sss", "SSS AvailableNow + foreachBatch")):  # fmt: skip
+                            ("sss", "SSS AvailableNow + foreachBatch (faster side)")):  # fmt: skip
             ax.plot(words, [v["words"] / v[side] / 1e6 for v in sizes], marker="o", label=label)
         ax.set_xscale("log")
         ax.set_xlabel("words per batch")
         ax.set_ylabel("million words/s (per batch, to PostgreSQL)")
-        ax.set_ylim(bottom=0)
-        ax.set_title("word count batches: throughput vs batch size")
+        ax.set_ylim(0, max(v["words"] / min(v["ours"], v["sss"]) / 1e6 for v in sizes) * 1.3)
+        ax.set_title("per batch into PostgreSQL (bench/sss.py)")
         ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
