@@ -7,7 +7,9 @@ Six runs with ``max_active_batches=4``: the counts are exact, the commit ledger 
 committed in txid order, and the task instances name both workers as their host (each worker
 reports ``worker<N>``). ``retries=1`` as in ``tests/e2e/test_scheduler.py`` (a commit resumed
 from deferral may fail once under load; its retry commits nothing twice).
-Slow: ~1.5-2 min (``bash scripts/cluster-test.sh`` or ``pytest -m cluster``).
+It starts its own Airflow, Redis and Connect server (not ``scripts/cluster.sh``'s cluster).
+Slow: ~70 s idle, ~2 min under load (``bash scripts/cluster-test.sh``, or alone:
+``TRIDENT_CLUSTER=1 .venv/bin/pytest -m cluster tests/cluster/test_celery.py``).
 """
 
 from __future__ import annotations
