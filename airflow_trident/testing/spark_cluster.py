@@ -7,8 +7,9 @@ must reach them through ``spark.executorEnv.X`` (the DAG's ``spark_conf``).
 
 * ``TRIDENT_TEST_TOPOLOGY``: the topology name (default ``cluster_word_count``);
 * ``TRIDENT_STALL_ONCE_MARKER``: a path; the first tuple a process sees while no file is there
-  creates it (holding the process id), then sleeps (:data:`STALL_S`). Give it to the executors
-  only (``spark.executorEnv.TRIDENT_STALL_ONCE_MARKER``): the driver runs the steps on a sample
+  creates it (holding the process id), then sleeps (:data:`STALL_S`). Read where the step runs
+  (the operations travel pickled from the driver): give it to the executors only
+  (``spark.executorEnv.TRIDENT_STALL_ONCE_MARKER``), since the driver runs the steps on a sample
   too, and must not stall.
 
 >>> import tempfile, pathlib, os
@@ -40,32 +41,37 @@ __all__ = ["STALL_MARKER_ENV", "STALL_S", "StallOnce", "cluster_expected", "clus
 STALL_MARKER_ENV = "TRIDENT_STALL_ONCE_MARKER"
 STALL_S = 120.0
 """How long the stalled worker sleeps if nobody kills it (then the batch goes on)."""
+_CHECKED: set[str] = set()
 
 
 class StallOnce(Function):
     """Passes its input through; the first tuple seen by any process while no file is at
     ``marker`` creates it (with this process's id) and sleeps ``stall_s`` seconds first.
 
-    An empty ``marker`` disables it.
+    ``marker=None``: the path is ``TRIDENT_STALL_ONCE_MARKER`` of the process that runs the step
+    (read at its first tuple). An empty path disables it.
     """
 
-    def __init__(self, marker: str, stall_s: float = STALL_S) -> None:
+    def __init__(self, marker: str | None = None, stall_s: float = STALL_S) -> None:
         self.marker = marker
         self.stall_s = stall_s
-        self._checked = False
 
     def execute(self, tuple_: TridentTuple, collector: TridentCollector) -> None:
-        if self.marker and not self._checked:
-            self._checked = True
-            try:
-                fd = os.open(self.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-            except FileExistsError:
-                pass
-            else:
-                os.write(fd, f"{os.getpid()}\n".encode())
-                os.close(fd)
-                time.sleep(self.stall_s)
+        marker = os.environ.get(STALL_MARKER_ENV, "") if self.marker is None else self.marker
+        if marker and marker not in _CHECKED:
+            # Per process, not per instance: the driver pickles the step after its sample ran.
+            _CHECKED.add(marker)
+            self._stall(marker)
         collector.emit(tuple_.values)
+
+    def _stall(self, marker: str) -> None:
+        try:
+            fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            return
+        os.write(fd, f"{os.getpid()}\n".encode())
+        os.close(fd)
+        time.sleep(self.stall_s)
 
 
 def cluster_word_count() -> TridentTopology:
@@ -79,7 +85,7 @@ def cluster_word_count() -> TridentTopology:
             "sentences", MemoryTransactionalSpout(E2E_DATA, ["sentence"], take_per_batch=2)
         )
         .each(["sentence"], Split(), ["word"])
-        .each(["word"], StallOnce(os.environ.get(STALL_MARKER_ENV, "")), ["checked"])
+        .each(["word"], StallOnce(), ["checked"])
         .project(["word"])
         .group_by(["word"])
         .persistent_aggregate(
