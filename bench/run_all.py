@@ -45,6 +45,7 @@ PER_BATCH = re.compile(
     r"^(?P<size>\w+) \((?P<words>[\d,]+) words per batch\) median per batch: "
     r"ours (?P<ours>[\d.]+) s, SSS (?P<sss>[\d.]+) s"
 )
+DAG_PHASES = re.compile(r"^phases (?P<mode>\w+): (?P<body>(?:\w+=[\d.]+s\s*)+)$")
 LATENCY = re.compile(r"^median sensor->commit:.*?connect mode (?P<connect>[\d.]+)\s*s")
 SOURCES_INPUT = re.compile(r"^input: (?P<gib>[\d.]+) GiB")
 SOURCES_SCALE = re.compile(
@@ -197,6 +198,7 @@ def parse(name: str, text: str) -> tuple[dict[str, float], dict[str, object]]:
     phases: dict[str, dict[str, float]] = {}
     per_batch: dict[str, dict[str, float]] = {}
     scale: dict[int, dict[str, float]] = {}
+    dag_phases: dict[str, dict[str, float]] = {}
     for raw in text.splitlines():
         line = raw.strip()
         match = KEY_VALUE.match(line)
@@ -205,6 +207,10 @@ def parse(name: str, text: str) -> tuple[dict[str, float], dict[str, object]]:
             continue
         if name == "latency" and (m := LATENCY.match(line)):
             values["latency_connect_s"] = float(m.group("connect"))
+        elif name == "latency" and (m := DAG_PHASES.match(line)):
+            dag_phases[m.group("mode")] = {
+                k: float(v) for k, v in re.findall(r"(\w+)=([\d.]+)s", m.group("body"))
+            }
         elif name == "sss" and (m := PHASES.match(line)):
             phases[m.group("size")] = _phases(m.group("body"))
         elif name == "sss" and (m := PER_BATCH.match(line)):
@@ -218,7 +224,12 @@ def parse(name: str, text: str) -> tuple[dict[str, float], dict[str, object]]:
         elif name == "sources" and (m := SOURCES_SCALE.match(line)):
             scale[int(m.group("factor"))] = {"files": float(m.group("files")),
                                              "seconds": float(m.group("s"))}  # fmt: skip
-    for key, found in (("phases", phases), ("per_batch", per_batch), ("scale", scale)):
+    for key, found in (
+        ("phases", phases),
+        ("per_batch", per_batch),
+        ("scale", scale),
+        ("dag_phases", dag_phases),
+    ):
         if found:
             extra[key] = found
     return values, extra
@@ -314,6 +325,10 @@ def plot(outcomes: Mapping[str, Outcome], out: Path) -> list[Path]:
     per_batch = sss.extra.get("per_batch") if sss else None
     if isinstance(phases, dict) and isinstance(per_batch, dict):
         written.append(_plot_phases(plt, phases, per_batch, out / "latency_phases.png"))
+    latency = outcomes.get("latency")
+    dag_phases = latency.extra.get("dag_phases") if latency else None
+    if isinstance(dag_phases, dict):
+        written.append(_plot_dag_phases(plt, dag_phases, out / "dag_latency_phases.png"))
     sources = outcomes.get("sources")
     scale = sources.extra.get("scale") if sources else None
     gib = sources.values.get("input_gib") if sources else None
@@ -344,6 +359,27 @@ def _plot_phases(pyplot: Any, phases: dict[str, dict[str, float]],
         ax.set_title(f"{size} batch, {words:,.0f} words (medians)")
         ax.set_xlabel("seconds")
         ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=5)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    pyplot.close(fig)
+    return path
+
+
+def _plot_dag_phases(pyplot: Any, phases: dict[str, dict[str, float]], path: Path) -> Path:
+    fig, ax = pyplot.subplots(figsize=(9, 2.8))
+    colors = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860"]
+    seen: set[str] = set()
+    for mode, parts in phases.items():
+        left = 0.0
+        for i, (label, seconds) in enumerate(parts.items()):
+            shown = label if label not in seen else None
+            seen.add(label)
+            ax.barh([f"{mode} mode"], [seconds], left=left, color=colors[i % len(colors)],
+                    label=shown)  # fmt: skip
+            left += seconds
+    ax.set_title("one small batch through the DAG, readiness -> committed (bench/latency.py)")
+    ax.set_xlabel("seconds (medians)")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     pyplot.close(fig)

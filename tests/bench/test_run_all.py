@@ -39,6 +39,7 @@ ratio=0.780
 """
 LATENCY_OUTPUT = """\
 median sensor->commit: submit mode 9.1s, connect mode 2.4s; whole command: 20.3s / 12.0s; bare spark-submit 5.3s
+phases connect: begin=3.30s process=2.06s commit=0.12s gaps=0.09s
 ratio_submit=1.72
 ratio=0.45
 """
@@ -71,11 +72,14 @@ def test_the_sss_output_gives_the_ratios_the_phases_and_the_per_batch_times(
 
 def test_the_latency_and_sources_outputs_give_their_labelled_figures(run_all: ModuleType) -> None:
     # Given bench/latency.py's and bench/sources.py's output, When they are parsed
-    latency, _ = run_all.parse("latency", LATENCY_OUTPUT)
+    latency, dag = run_all.parse("latency", LATENCY_OUTPUT)
     sources, extra = run_all.parse("sources", SOURCES_OUTPUT)
-    # Then the connect-mode latency, the input size and the 1x/4x/16x times are read
+    # Then the connect-mode latency and phases, the input size and the 1x/4x/16x times are read
     assert latency["latency_connect_s"] == 2.4
     assert latency["ratio"] == 0.45
+    assert dag["dag_phases"] == {
+        "connect": {"begin": 3.3, "process": 2.06, "commit": 0.12, "gaps": 0.09}
+    }
     assert sources["input_gib"] == 1.0
     assert sources["growth_16x"] == 0.655
     assert extra["scale"][16] == {"files": 128.0, "seconds": 22.0}
