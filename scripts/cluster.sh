@@ -144,7 +144,6 @@ start_spark() {
     done
     for i in $(seq 1 "$SPARK_WORKERS"); do
         name="spark-worker$i"
-        log_has "$name" "Successfully registered with master" && continue
         wait_for "spark worker $i" "$name" deploy.worker.Worker \
             log_has "$name" "Successfully registered with master"
         log "spark worker $i: registered (pid $(cat "$PIDS/$name.pid"))"
