@@ -9,8 +9,9 @@ Input: ``--gb`` of JSON lines (``{"sentence": "<10 words>"}``, a 1,000-word voca
 partition directories of 32 files each, generated once under ``--data`` (kept for later runs).
 
 * *ours*: a :class:`~airflow_trident.spout.file_log.FileLogSpout` batch over every file — the
-  begin, the emit (listing and counting the records of each new file: a fresh coordinator
-  store each run, so nothing is remembered) and ``SparkBatchProcessor.process`` of
+  begin, the emit (listing the new files: a fresh coordinator store each run, so nothing is
+  remembered; the records per partition are counted by the Spark job in its own pass and
+  checked against ``--gb``'s words) and ``SparkBatchProcessor.process`` of
   ``Split -> group_by(word) -> persistent_aggregate(Count)``, then a Parquet write of the staged
   DataFrame;
 * *hand-written*: ``spark.read.schema("sentence STRING").json(files) -> explode(split) ->

@@ -179,7 +179,8 @@ class TableRange:
                 "upperBound": str(self.high + 1),
                 "numPartitions": str(n),
             }
-        return ReadSpec("jdbc", (), self.spout.spark_schema(), options=options)
+        driver = None if self.spout.jdbc_jar is None else (props["driver"], self.spout.jdbc_jar)
+        return ReadSpec("jdbc", (), self.spout.spark_schema(), options=options, driver=driver)
 
 
 class _Coordinator:
@@ -266,9 +267,11 @@ class DatabaseTableSpout:
     spark_partitions:
         Spark partitions of one range read through JDBC.
     spark_native:
-        Whether the Spark runtime reads the ranges itself, through JDBC (the session needs
-        ``spark.jars`` = :data:`JDBC_JAR`); default: for PostgreSQL. Otherwise (SQLite) the
-        driver reads them and Spark gets the rows.
+        Whether the Spark runtime reads the ranges itself, through JDBC; default: for
+        PostgreSQL. Otherwise (SQLite) the driver reads them and Spark gets the rows.
+    jdbc_jar:
+        The JDBC driver's jar, added to a Spark session that cannot load the driver (default
+        Debian's :data:`JDBC_JAR`); ``None``: never added (the session's ``spark.jars`` has it).
     """
 
     kind = StateType.TRANSACTIONAL
@@ -285,8 +288,10 @@ class DatabaseTableSpout:
         max_rows_per_batch: int = 10_000,
         spark_partitions: int = 4,
         spark_native: bool | None = None,
+        jdbc_jar: str | None = JDBC_JAR,
     ) -> None:
         self.url = url
+        self.jdbc_jar = jdbc_jar
         backend = sa.make_url(url).get_backend_name()
         self.spark_native = backend == "postgresql" if spark_native is None else spark_native
         if self.spark_native and backend != "postgresql":

@@ -44,7 +44,8 @@ class ReadSpec:
     database table range, :mod:`airflow_trident.spout.database_table`). ``on_malformed``:
     ``"fail"`` (the Spark job fails naming the file) or ``"drop"`` (malformed records were
     dead-lettered when the range was planned; Spark skips them). ``options`` go to Spark's
-    reader as they are.
+    reader as they are. ``driver``: a JDBC driver class and the jar that has it; Spark adds the
+    jar to a session that cannot load the class.
     """
 
     format: str
@@ -52,6 +53,7 @@ class ReadSpec:
     schema: tuple[tuple[str, str], ...]
     on_malformed: str = "fail"
     options: Mapping[str, str] = field(default_factory=dict)
+    driver: tuple[str, str] | None = None
 
 
 @runtime_checkable

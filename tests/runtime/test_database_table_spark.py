@@ -5,6 +5,8 @@ runtime counts."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -110,3 +112,46 @@ def test_batches_processed_on_spark_count_every_row_once(
     want = Counter(read)
     counts: Any = state.make_state()
     assert dict(zip(want, counts.multi_get([(w,) for w in want]), strict=True)) == want
+
+
+_FRESH_SESSION = """
+import sys
+from airflow_trident.runtime.spark.native import read_range
+from airflow_trident.runtime.spark.session import local_session
+from airflow_trident.spout.database_table import DatabaseTableSpout
+url, table, jar = sys.argv[1:4]
+spark = local_session("local[1]", app_name="jdbc-fresh")  # no spark.jars
+kwargs = {} if jar == "-" else {"jdbc_jar": jar}
+spout = DatabaseTableSpout(url, table, ["id", "word"], max_rows_per_batch=1000, **kwargs)
+source = spout.plan("all", None)
+try:
+    print("rows", read_range(spark, source).count())
+except Exception as exc:
+    print("error", type(exc).__name__, str(exc).splitlines()[0][:400])
+spark.stop()
+"""
+
+
+def test_a_session_without_the_jdbc_driver_gets_the_named_jar_or_a_clear_error(
+    pg_url: str, events: str, tmp_path: Path
+) -> None:
+    # Given a fresh Spark session started without spark.jars (a process of its own)
+    if not os.path.exists(JDBC_JAR):
+        pytest.skip(f"{JDBC_JAR} missing: run scripts/bootstrap.sh (libpostgresql-jdbc-java)")
+    script = tmp_path / "fresh.py"
+    script.write_text(_FRESH_SESSION)
+
+    def read(jar: str) -> str:
+        done = subprocess.run(
+            [sys.executable, str(script), pg_url, events, jar],
+            capture_output=True, text=True, timeout=300, check=False,
+        )  # fmt: skip
+        return "\n".join(ln for ln in done.stdout.splitlines() if ln.startswith(("rows", "error")))
+
+    # When a PostgreSQL range is read on Spark: the spout's jar (Debian's) is added by itself
+    assert read("-") == f"rows {len(ROWS)}"
+    # And a jar that does not exist is a configuration error naming the fix
+    missing = read(str(tmp_path / "nowhere.jar"))
+    assert missing.startswith("error ConfigurationError")
+    assert "nowhere.jar" in missing
+    assert "spark.jars" in missing

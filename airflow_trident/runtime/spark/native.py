@@ -15,6 +15,7 @@ the job ran (:meth:`~airflow_trident.spout.ranges.PartitionRows.records`).
 from __future__ import annotations
 
 import functools
+import os
 import uuid
 from collections.abc import Sequence
 from dataclasses import replace
@@ -24,7 +25,7 @@ from urllib.parse import quote
 from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
-from airflow_trident.errors import MalformedRecordError
+from airflow_trident.errors import ConfigurationError, MalformedRecordError
 from airflow_trident.runtime.spark.python_ops import failure_text
 from airflow_trident.spout.ranges import PartitionRows, ReadSpec, SourceRange
 
@@ -42,6 +43,8 @@ def read_spec(spark: SparkSession, spec: ReadSpec, where: str = "") -> DataFrame
     """The DataFrame of ``spec``: its fields, typed, from exactly its files."""
     names = [name for name, _ in spec.schema]
     if spec.format == "jdbc":  # a database range (spout.database_table): the options say which
+        if spec.driver is not None:
+            _with_driver(spark, *spec.driver)
         df = spark.read.format("jdbc").options(**spec.options).load()
         return df.select(*[F.col(f"`{n}`").cast(k).alias(n) for n, k in spec.schema])
     if spec.format == "parquet":
@@ -57,6 +60,27 @@ def read_spec(spark: SparkSession, spec: ReadSpec, where: str = "") -> DataFrame
     else:
         df = df.where(F.when(bad, _malformed(where)).otherwise(F.lit(True)))
     return df.select(*[F.col(f"`{n}`") for n in names])
+
+
+def _with_driver(spark: SparkSession, driver: str, jar: str) -> None:
+    """Add ``jar`` to the session when it cannot load the JDBC ``driver`` class (the user's
+    ``spark.jars`` may have it already); a missing jar is a ``ConfigurationError``."""
+    if not _remote(spark):  # classic: ask the driver JVM (Spark Connect: add the jar)
+        jvm = spark.sparkContext._jvm
+        if jvm is not None and jvm.org.apache.spark.util.Utils.classIsLoadable(driver):
+            return
+    if not os.path.isfile(jar):
+        msg = (
+            f"the Spark session cannot load the JDBC driver {driver} and its jar {jar} does not "
+            f"exist; hint: install it (Debian: apt-get install libpostgresql-jdbc-java, see "
+            f"scripts/bootstrap.sh), give the spout jdbc_jar=<path>, or set spark.jars"
+        )
+        raise ConfigurationError(msg)
+    spark.sql(f"ADD JAR '{jar}'")
+
+
+def _remote(spark: SparkSession) -> bool:
+    return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
 def _malformed(where: str) -> Column:
