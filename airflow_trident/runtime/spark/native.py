@@ -7,9 +7,9 @@ A malformed record (``on_malformed="fail"``) fails the Spark job in the same pas
 ``"drop"`` (the spout dead-lettered them when it planned the range) Spark skips them.
 
 Ranges that leave their record count to the job (a file log planned without counting) are
-counted by the same job, in the same pass: an observation (Spark's observed metrics) of the
-rows read per source partition, which the batch's emitted counts (the manifest's) take once
-the job ran (:meth:`~airflow_trident.spout.ranges.PartitionRows.records`).
+counted by the same job, in the same pass: each such partition is read on its own, with an
+observation (Spark's observed metrics) of its rows, which the batch's emitted counts (the
+manifest's) take once the job ran (:meth:`~airflow_trident.spout.ranges.PartitionRows.records`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
-from urllib.parse import quote
 
 from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
@@ -32,7 +31,6 @@ from airflow_trident.spout.ranges import PartitionRows, ReadSpec, SourceRange
 __all__ = ["CORRUPT", "native_partitions", "read_range", "read_spec"]
 
 CORRUPT = "_trident_corrupt_record"
-_SAFE = "/:@!$&'()*+,;=-._~"  # what a percent-encoded file URI keeps as it is
 
 
 def _ddl(schema: Sequence[tuple[str, str]]) -> str:
@@ -113,52 +111,38 @@ def native_partitions(
     spark: SparkSession, parts: Sequence[tuple[str, PartitionRows]], pid: str | None
 ) -> DataFrame:
     """The union of every range of ``parts`` (source partitions, in order); with ``pid`` a
-    column of that name holds each row's source partition index."""
-    if pid is None:  # one scan per kind of file: Spark packs the splits of all partitions
-        df = _merged(spark, [source for _, rows in parts for source in rows.ranges])
-        return _observed(df, parts, None)
+    column of that name holds each row's source partition index.
+
+    A partition whose ranges leave their count to the job is read on its own and counted as
+    it is read (see the module docs); otherwise, without ``pid``, one read of all partitions.
+    """
+    if pid is None and all(rows.counted for _, rows in parts):
+        # one scan per kind of file: Spark packs the splits of all partitions
+        return _merged(spark, [source for _, rows in parts for source in rows.ranges])
     frames = []
     for index, (_, rows) in enumerate(parts):  # the index over every partition, as locally
-        for source in rows.ranges:
-            df = read_range(spark, source)
-            frames.append(df.withColumn(pid, F.lit(index).cast("int")))
-    return _observed(functools.reduce(DataFrame.unionByName, frames), parts, pid)
-
-
-def _observed(
-    df: DataFrame, parts: Sequence[tuple[str, PartitionRows]], pid: str | None
-) -> DataFrame:
-    """``df`` counting its rows per source partition as the job reads them, when some range
-    leaves its count to the job; each partition's ``observed`` then gives its count."""
-    if all(rows.counted for _, rows in parts):
-        return df
-    metrics = [F.count(F.lit(1)).alias("n")]
-    for index, (_, rows) in enumerate(parts):
+        if not rows.ranges:
+            continue
+        df = _merged(spark, rows.ranges)
+        if not rows.counted:
+            df = _observed(df, rows)
         if pid is not None:
-            mine = F.col(pid) == index
-        else:  # by the directory of the row's file (Spark names it by URI, percent-encoded)
-            dirs = {p.rsplit("/", 1)[0] + "/" for r in rows.ranges for p in r.read_spec().paths}
-            forms = sorted({f for d in dirs for f in (d, quote(d, safe=_SAFE))})
-            name = F.input_file_name()
-            mine = functools.reduce(
-                Column.__or__, [name.startswith(f) for f in forms], F.lit(False)
-            )
-        metrics.append(F.count_if(mine).alias(f"p{index}"))
+            df = df.withColumn(pid, F.lit(index).cast("int"))
+        frames.append(df)
+    return functools.reduce(DataFrame.unionByName, frames)
+
+
+def _observed(df: DataFrame, rows: PartitionRows) -> DataFrame:
+    """``df`` (one source partition's rows) counting its rows as the job reads them (Spark's
+    observed metrics); ``rows.observed`` then gives the count."""
     observation = Observation(f"trident_emitted_{uuid.uuid4().hex}")
-    observed = df.observe(observation, *metrics)
-    for index, (_, rows) in enumerate(parts):
-        rows.observed = functools.partial(_seen, observation, index, len(parts))
-    return observed
+    rows.observed = functools.partial(_seen, observation)
+    return df.observe(observation, F.count(F.lit(1)).alias("n"))
 
 
-def _seen(observation: Observation, index: int, parts: int) -> int | None:
-    """Partition ``index``'s rows as the job counted them; ``None`` before the job ran (or when
-    some row's file was not recognised: then the rows are counted on the driver)."""
-    if not _done(observation):
-        return None
-    got = observation.get
-    counts = [int(got[f"p{i}"]) for i in range(parts)]
-    return counts[index] if sum(counts) == int(got["n"]) else None
+def _seen(observation: Observation) -> int | None:
+    """The rows the job counted; ``None`` before it ran."""
+    return int(observation.get["n"]) if _done(observation) else None
 
 
 def _done(observation: Any) -> bool:
