@@ -33,13 +33,13 @@ import sys
 import tempfile
 import time
 import uuid
-from collections import Counter, defaultdict
+from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
 from airflow_trident.testing.connect import running_connect_server
 from airflow_trident.testing.scheduler import AirflowCluster, RunInfo, running_airflow
-from airflow_trident.testing.topologies import E2E_DATA
+from airflow_trident.testing.topologies import e2e_expected_counts as expected
 
 # The topology name comes from TRIDENT_TEST_TOPOLOGY; the DAG file sets it, so that the task
 # processes (which parse this file first) and their spark-submit children see this DAG's name.
@@ -84,14 +84,6 @@ class Result:
     @property
     def per_minute(self) -> float:
         return 60.0 * self.batches / self.seconds
-
-
-def expected(batches: int) -> Counter[str]:
-    total: Counter[str] = Counter()
-    for rows in E2E_DATA.values():
-        for (sentence,) in rows[: 2 * batches]:
-            total.update(sentence.split())
-    return total
 
 
 def breakdown(af: AirflowCluster, phase: Phase, runs: list[RunInfo], span: float) -> str:

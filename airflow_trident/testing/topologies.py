@@ -17,6 +17,7 @@ import functools
 import json
 import os
 import random
+from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,7 @@ from airflow_trident.tuple import TridentTuple
 __all__ = [
     "BENCH_TABLE",
     "E2E_DATA",
+    "e2e_expected_counts",
     "POISON_ENV",
     "POISON_WORD_ENV",
     "SCHEDULER_DATA_ENV",
@@ -50,6 +52,23 @@ E2E_DATA = {
     "p0": [(s,) for s in SEED_SENTENCES * 4],
     "p1": [(s,) for s in reversed(SEED_SENTENCES * 4)],
 }
+
+
+def e2e_expected_counts(batches: int) -> Counter[str]:
+    """Each word's count after the first ``batches`` batches of :func:`e2e_word_count` (two
+    sentences per partition each), counted directly from :data:`E2E_DATA`.
+
+    >>> e2e_expected_counts(0)
+    Counter()
+    >>> sum(e2e_expected_counts(1).values()) == sum(
+    ...     len(s.split()) for rows in E2E_DATA.values() for (s,) in rows[:2])
+    True
+    """
+    total: Counter[str] = Counter()
+    for rows in E2E_DATA.values():
+        for (sentence,) in rows[: 2 * batches]:
+            total.update(sentence.split())
+    return total
 
 
 POISON_WORD_ENV = "TRIDENT_POISON_WORD"

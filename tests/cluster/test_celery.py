@@ -25,7 +25,7 @@ import pytest
 
 from airflow_trident.testing.connect import running_connect_server
 from airflow_trident.testing.scheduler import running_airflow
-from airflow_trident.testing.topologies import E2E_DATA
+from airflow_trident.testing.topologies import e2e_expected_counts as expected
 
 pytestmark = [pytest.mark.integration, pytest.mark.cluster]
 
@@ -46,15 +46,6 @@ dag = trident_dag(
     retry_delay=timedelta(seconds=1),
 )
 """
-
-
-def expected(batches: int) -> Counter[str]:
-    """Each word's count over the first ``batches`` batches (two sentences per spout each)."""
-    total: Counter[str] = Counter()
-    for rows in E2E_DATA.values():
-        for (sentence,) in rows[: 2 * batches]:
-            total.update(sentence.split())
-    return total
 
 
 @pytest.mark.timeout(900)

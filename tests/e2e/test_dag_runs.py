@@ -7,7 +7,6 @@ import json
 import os
 import sqlite3
 import uuid
-from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from airflow_trident.testing.airflow import AirflowHome, prepare_airflow_home, r
 from airflow_trident.testing.commit_faults import commit_fault_marker
 from airflow_trident.testing.connect import running_connect_server
 from airflow_trident.testing.topologies import E2E_DATA
+from airflow_trident.testing.topologies import e2e_expected_counts as expected
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 
@@ -95,14 +95,6 @@ class Deployment:
     def txids(self) -> tuple[int, ...]:
         with sqlite3.connect(self.state_db) as db:
             return tuple(r[0] for r in db.execute(f'SELECT DISTINCT txid FROM "{self.topology}"'))
-
-
-def expected(batches: int) -> Counter[str]:
-    total: Counter[str] = Counter()
-    for rows in E2E_DATA.values():
-        for (sentence,) in rows[: 2 * batches]:
-            total.update(sentence.split())
-    return total
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,6 @@ import json
 import sqlite3
 import time
 import uuid
-from collections import Counter
 from datetime import datetime
 from itertools import combinations
 from pathlib import Path
@@ -28,6 +27,7 @@ import pytest
 
 from airflow_trident.testing.scheduler import AirflowCluster, TaskInstanceInfo, running_airflow
 from airflow_trident.testing.topologies import E2E_DATA
+from airflow_trident.testing.topologies import e2e_expected_counts as expected
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 
@@ -47,14 +47,6 @@ dag = trident_dag(
     retry_delay=timedelta(seconds=1),
 )
 """
-
-
-def expected(batches: int) -> Counter[str]:
-    total: Counter[str] = Counter()
-    for rows in E2E_DATA.values():
-        for (sentence,) in rows[: 2 * batches]:
-            total.update(sentence.split())
-    return total
 
 
 def keys_per_batch(batches: int) -> list[int]:
