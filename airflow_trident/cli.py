@@ -20,7 +20,7 @@ old ones. Use this command to replay txids.
 [--to-txid M] [--state-conn-id ID] [--source-topology NAME]`` fills *new* states from the batch
 archive (the ledger in the state database): it replays the committed txids N..M (default: the
 last committed) in-process into those states only, resuming where an earlier rebuild stopped
-(:mod:`airflow_trident.runtime.rebuild`). The state database is the Airflow connection
+(:mod:`airflow_trident.batch.rebuild`). The state database is the Airflow connection
 ``--state-conn-id`` or else ``TRIDENT_STATE_URL``.
 """
 
@@ -321,9 +321,9 @@ def _bind_new_txids(
 
 def rebuild(args: argparse.Namespace) -> int:
     """Replay archived txids into new states; print one line per txid."""
+    from airflow_trident.batch.ledger import CommitLedger
+    from airflow_trident.batch.rebuild import rebuild_states
     from airflow_trident.hooks.trident import TridentHook
-    from airflow_trident.runtime.ledger import CommitLedger
-    from airflow_trident.runtime.rebuild import rebuild_states
     from airflow_trident.runtime.reference import load_topology
     from airflow_trident.state.binding import StateBinding
     from airflow_trident.state.sql.engine import describe_url

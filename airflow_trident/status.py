@@ -5,8 +5,8 @@ A DAG made by :func:`~airflow_trident.dag.trident_dag` says, in its begin task, 
 runs (``module:attribute``), its ZooKeeper and state connections and its staging root.
 :func:`dag_topology` reads them from the DAG file; :func:`collect_status` connects through
 :class:`~airflow_trident.hooks.trident.TridentHook` and hands ZooKeeper, the commit ledger and the
-staging area to :class:`~airflow_trident.runtime.status.StatusCollector` (what each fact means:
-:mod:`airflow_trident.runtime.status`).
+staging area to :class:`~airflow_trident.batch.status.StatusCollector` (what each fact means:
+:mod:`airflow_trident.batch.status`).
 """
 
 from __future__ import annotations
@@ -22,13 +22,13 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from airflow_trident.batch.ledger import CommitLedger
+from airflow_trident.batch.status import StatusCollector, TopologyStatus
 from airflow_trident.coordination.client import connect
 from airflow_trident.coordination.paths import CoordinatorPaths
 from airflow_trident.coordination.store import CoordinatorStore
-from airflow_trident.runtime.ledger import CommitLedger
 from airflow_trident.runtime.reference import load_topology
 from airflow_trident.runtime.staging import StagingArea
-from airflow_trident.runtime.status import StatusCollector, TopologyStatus
 
 __all__ = ["DagTopology", "collect_status", "dag_topology", "status_command", "trident_dag_ids"]
 

@@ -37,6 +37,7 @@ def main() -> int:
         return 2
     os.environ["TRIDENT_STATE_URL"] = url  # before the JVM starts: its workers inherit it
 
+    from airflow_trident.batch.steps import BatchSteps
     from airflow_trident.coordination.attempt import TransactionAttempt
     from airflow_trident.coordination.coordinator import BatchPlan
     from airflow_trident.coordination.memory import MemoryCoordinatorStore
@@ -45,7 +46,6 @@ def main() -> int:
     from airflow_trident.runtime.spark.commit import SparkBatchApplier
     from airflow_trident.runtime.spark.session import local_session
     from airflow_trident.runtime.staging import StagingArea
-    from airflow_trident.runtime.steps import BatchSteps
     from airflow_trident.testing.topologies import BENCH_TABLE
 
     topology = cached_topology(REFERENCE)

@@ -42,10 +42,10 @@ from typing import Any
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from airflow_trident.batch.steps import BatchSteps
 from airflow_trident.coordination.memory import MemoryCoordinatorStore
 from airflow_trident.operation import Count, Split
 from airflow_trident.runtime.spark import SparkBatchProcessor, local_session
-from airflow_trident.runtime.steps import BatchSteps
 from airflow_trident.spout.file_log import FileLogSpout
 from airflow_trident.state.memory import memory_state
 from airflow_trident.topology import TridentTopology

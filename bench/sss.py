@@ -108,9 +108,9 @@ class Ours:
         self.steps, self.url = steps, connect_url
 
     def batch(self, run_id: str) -> tuple[float, dict[str, float]]:
+        from airflow_trident.batch.spark_job import stage_frames
         from airflow_trident.runtime.spark import SparkBatchProcessor
         from airflow_trident.runtime.spark.session import remote_session
-        from airflow_trident.runtime.spark_job import stage_frames
 
         phases: dict[str, float] = {}
         started = mark = time.perf_counter()
@@ -298,8 +298,8 @@ def main() -> int:
         return 2
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
+    from airflow_trident.batch.lifecycle import zookeeper_batch_steps
     from airflow_trident.coordination.client import ZkConfig, connect
-    from airflow_trident.runtime.lifecycle import zookeeper_batch_steps
     from airflow_trident.testing.connect import running_connect_server
 
     tag = uuid.uuid4().hex[:8]

@@ -7,7 +7,7 @@ Usage::
         [--keep-runs 1000]
 
 A small topology (a memory transactional spout, a count in memory state) runs its batches
-in-process with :class:`~airflow_trident.runtime.steps.BatchSteps` against the real ZooKeeper
+in-process with :class:`~airflow_trident.batch.steps.BatchSteps` against the real ZooKeeper
 (``TRIDENT_ZK_HOSTS``), each batch bound to a run id as Airflow gives one
 (``scheduled__<date>``). After ``--small`` batches and again after ``--large`` the znodes under
 the topology's base path are counted (recursively, the base included), and broken down by the
@@ -31,11 +31,11 @@ from datetime import UTC, datetime, timedelta
 
 from kazoo.client import KazooClient
 
+from airflow_trident.batch.steps import BatchSteps
 from airflow_trident.coordination.client import ZkConfig, connect
 from airflow_trident.coordination.paths import CoordinatorPaths
 from airflow_trident.coordination.store import CoordinatorStore
 from airflow_trident.operation import Count
-from airflow_trident.runtime.steps import BatchSteps
 from airflow_trident.spout.memory import MemoryTransactionalSpout
 from airflow_trident.state.memory import memory_state
 from airflow_trident.topology import TridentTopology

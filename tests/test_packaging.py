@@ -56,7 +56,7 @@ def test_sqlite_state_runs_without_psycopg() -> None:
         "os.environ['TRIDENT_HOME'] = tempfile.mkdtemp()\n"
         "os.environ.pop('TRIDENT_STATE_URL', None)  # the default: SQLite under TRIDENT_HOME\n"
         "from airflow_trident.examples.topologies import word_count\n"
-        "from airflow_trident.runtime.runner import LocalRunner\n"
+        "from airflow_trident.batch.runner import LocalRunner\n"
         "print(LocalRunner(word_count).run_batch().committed)\n"
     )
     # When a word-count batch commits into the default SQLite state

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from airflow_trident.batch.ledger import CommitLedger
 from airflow_trident.coordination.client import ZkConfig, connect
 from airflow_trident.coordination.paths import CoordinatorPaths
 from airflow_trident.coordination.store import CoordinatorStore
-from airflow_trident.runtime.ledger import CommitLedger
 from airflow_trident.testing.airflow import AirflowHome, prepare_airflow_home
 from airflow_trident.testing.status import (
     STATUS_DAG_FILE,

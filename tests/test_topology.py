@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from airflow_trident.batch.runner import LocalRunner
 from airflow_trident.errors import BatchFailedError
 from airflow_trident.operation import Count, Filter, Split
-from airflow_trident.runtime.runner import LocalRunner
 from airflow_trident.spout.memory import FixedBatchSpout
 from airflow_trident.state.memory import memory_state
 from airflow_trident.topology import TridentTopology

@@ -16,7 +16,7 @@ Examples
 The seed's word count (``groupBy(args).stateQuery(wordCounts, args, MapGet, count)``):
 
 >>> from airflow_trident.operation import Count, MapGet, Split
->>> from airflow_trident.runtime.runner import LocalRunner
+>>> from airflow_trident.batch.runner import LocalRunner
 >>> from airflow_trident.spout.memory import MemoryTransactionalSpout
 >>> from airflow_trident.state.memory import memory_state
 >>> from airflow_trident.topology import TridentTopology

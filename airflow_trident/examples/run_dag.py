@@ -101,8 +101,8 @@ def _reset(work: Path) -> None:
 
 
 def _query(state_url: str) -> list[tuple[object, ...]]:
+    from airflow_trident.batch.runner import LocalRunner
     from airflow_trident.examples.file_log import file_word_count as word_count
-    from airflow_trident.runtime.runner import LocalRunner
     from airflow_trident.state.binding import StateBinding
 
     runner = LocalRunner(word_count, states=StateBinding(state_url))
@@ -146,8 +146,8 @@ def _report(state_url: str) -> None:
     import pyarrow.parquet as pq
     from deltalake import DeltaTable
 
+    from airflow_trident.batch.ledger import CommitLedger
     from airflow_trident.examples.file_log import delta_path
-    from airflow_trident.runtime.ledger import CommitLedger
 
     for row in CommitLedger(state_url).rows("file_word_count"):
         archive = json.loads(row["batch_meta"] or "{}")

@@ -1,7 +1,7 @@
 """``TridentHook``: the one place that turns Airflow connections into a topology's batch lifecycle.
 
 Operators, the sensor, the triggers and the CLI ask this hook for the
-:class:`~airflow_trident.runtime.steps.BatchSteps` of a topology: ZooKeeper from the
+:class:`~airflow_trident.batch.steps.BatchSteps` of a topology: ZooKeeper from the
 ``trident_zookeeper`` connection, the state database from the state connection (``state_conn_id``,
 any SQLAlchemy-reachable database, see :class:`~airflow_trident.hooks.state_store.StateStoreHook`)
 and the staging root. The state database is bound to the topology's states that name none of
@@ -22,12 +22,12 @@ from typing import Any
 
 from airflow.sdk.bases.hook import BaseHook
 
+from airflow_trident.batch.lifecycle import zookeeper_batch_steps
+from airflow_trident.batch.steps import BatchSteps
 from airflow_trident.coordination.client import ZkConfig
 from airflow_trident.hooks.state_store import StateStoreHook
 from airflow_trident.hooks.zookeeper import ZooKeeperHook
-from airflow_trident.runtime.lifecycle import zookeeper_batch_steps
 from airflow_trident.runtime.reference import load_topology
-from airflow_trident.runtime.steps import BatchSteps
 from airflow_trident.state.sql.factory import STATE_URL_ENV
 
 __all__ = ["TridentHook"]

@@ -71,8 +71,8 @@ class ConnectProcessBatchOperator(TridentLineageMixin, BaseOperator):
     def execute(self, context: Any) -> dict[str, Any]:
         from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
 
+        from airflow_trident.batch.spark_job import process_on_spark
         from airflow_trident.runtime.spark.session import remote_session
-        from airflow_trident.runtime.spark_job import process_on_spark
 
         txid = txid_of(context, self.begin_task_id)
         hook = TridentHook(

@@ -3,7 +3,7 @@
 
 The commit task is the Spark driver's client, as the Connect process task is: it opens a session
 on the server (the Spark provider's ``spark_connect`` connection) and runs the same commit as the
-``spark-submit`` job's driver (:func:`airflow_trident.runtime.spark_job.commit_on_spark`): the
+``spark-submit`` job's driver (:func:`airflow_trident.batch.spark_job.commit_on_spark`): the
 order check, the stale-opaque check, ZooKeeper's compare-and-set and the ledger row happen in
 this task, while :class:`~airflow_trident.runtime.spark.commit.SparkBatchApplier` applies each
 staged partition in a Spark task on the server's executors (``range`` + ``mapInArrow``, both
@@ -37,7 +37,7 @@ def commit_on_connect(
     Parameters
     ----------
     steps
-        The task's :class:`~airflow_trident.runtime.steps.BatchSteps` (ZooKeeper, staging,
+        The task's :class:`~airflow_trident.batch.steps.BatchSteps` (ZooKeeper, staging,
         ledger, state binding).
     spark_connect_conn_id
         A ``spark_connect`` connection.
@@ -61,8 +61,8 @@ def commit_on_connect(
     """
     from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
 
+    from airflow_trident.batch.spark_job import commit_on_spark
     from airflow_trident.runtime.spark.session import remote_session
-    from airflow_trident.runtime.spark_job import commit_on_spark
 
     url = SparkConnectHook(conn_id=spark_connect_conn_id).get_connection_url()
     log.info(

@@ -3,7 +3,7 @@
 Without this, a failed job surfaces as the Spark provider's ``Cannot execute: spark-submit ...
 Error code is: 1``, and the job's error (step, txid, record, hint) is an INFO line among Spark's
 output. The job writes its error where the task can read it
-(:mod:`airflow_trident.runtime.job_report`); the task logs it as its last ERROR line and raises
+(:mod:`airflow_trident.batch.job_report`); the task logs it as its last ERROR line and raises
 it, with the provider's exception as the cause.
 """
 
@@ -13,7 +13,7 @@ import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from airflow_trident.runtime.job_report import clear_job_error, read_job_error
+from airflow_trident.batch.job_report import clear_job_error, read_job_error
 
 __all__ = ["spark_job_errors"]
 

@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import airflow_trident.runtime
+import airflow_trident.batch
 from airflow_trident.coordination.client import ZkConfig, security_env
 from airflow_trident.state.sql.factory import STATE_URL_ENV
 
@@ -39,9 +39,9 @@ __all__ = [
 
 ZK_PASSWORD_ENV = "TRIDENT_ZK_PASSWORD"
 
-SPARK_JOB = str(Path(airflow_trident.runtime.__file__).parent / "spark_job.py")
+SPARK_JOB = str(Path(airflow_trident.batch.__file__).parent / "spark_job.py")
 """The Spark application of a batch's process and Spark-commit steps
-(``airflow_trident/runtime/spark_job.py``)."""
+(``airflow_trident/batch/spark_job.py``)."""
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ def job_arguments(
     emit_wait_s: float,
     commit: bool = False,
 ) -> list[str]:
-    """The Spark job's command-line arguments (``runtime/spark_job.py``): never a secret."""
+    """The Spark job's command-line arguments (``batch/spark_job.py``): never a secret."""
     args = [
         "--topology", topology,
         "--txid", str(txid),

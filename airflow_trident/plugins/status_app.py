@@ -24,10 +24,10 @@ from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_da
 from fastapi import Depends, FastAPI, HTTPException
 from fastapi.responses import HTMLResponse, JSONResponse
 
+from airflow_trident.batch.status import TopologyStatus
 from airflow_trident.errors import TridentError
 from airflow_trident.plugins.status_page import render_index, render_page
 from airflow_trident.plugins.status_view import URL_PREFIX
-from airflow_trident.runtime.status import TopologyStatus
 from airflow_trident.status import DagTopology, collect_status, dag_topology, trident_dag_ids
 
 __all__ = ["URL_PREFIX", "create_app"]

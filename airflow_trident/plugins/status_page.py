@@ -7,7 +7,7 @@ attribute naming it, so tests (and scripts) read the page without parsing its la
 Examples
 --------
 >>> from datetime import datetime, timedelta, UTC
->>> from airflow_trident.runtime.status import BatchStatus
+>>> from airflow_trident.batch.status import BatchStatus
 >>> t0 = datetime(2026, 11, 23, 22, 0, tzinfo=UTC)
 >>> s = lambda n: t0 + timedelta(seconds=n)
 >>> batches = [
@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from html import escape
 
-from airflow_trident.runtime.status import BatchStatus, TopologyStatus
+from airflow_trident.batch.status import BatchStatus, TopologyStatus
 
 __all__ = ["render_index", "render_page", "timeline_svg"]
 

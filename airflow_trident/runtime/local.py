@@ -3,8 +3,8 @@
 :class:`LocalBatchProcessor` runs the processing phase of one batch from emitted tuples, and
 :func:`run_commit_phase` the streams reading states' new values. Whole batches — begin, emit,
 process, commit, success — run through the batch lifecycle
-(:class:`~airflow_trident.runtime.steps.BatchSteps`); :class:`~airflow_trident.runtime.runner.
-LocalRunner` does so in-process and answers state and DRPC queries (still importable from here).
+(:class:`~airflow_trident.batch.steps.BatchSteps`); :class:`~airflow_trident.batch.runner.
+LocalRunner` does so in-process and answers state and DRPC queries.
 
 Examples
 --------
@@ -337,13 +337,3 @@ def run_commit_phase(
     if sources:
         processor.process(txid, sources, phase="commit")
 
-
-def __getattr__(name: str) -> Any:
-    """``LocalRunner`` and ``BatchReport`` moved to :mod:`airflow_trident.runtime.runner`
-    (they run the batch lifecycle, which builds on this interpreter); still importable here."""
-    if name in ("LocalRunner", "BatchReport"):
-        from airflow_trident.runtime import runner
-
-        return getattr(runner, name)
-    msg = f"module {__name__!r} has no attribute {name!r}"
-    raise AttributeError(msg)

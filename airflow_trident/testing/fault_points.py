@@ -1,4 +1,4 @@
-"""Fault points around what :class:`~airflow_trident.runtime.steps.BatchSteps` is given.
+"""Fault points around what :class:`~airflow_trident.batch.steps.BatchSteps` is given.
 
 Faults are injected without touching production code paths: the harness wraps the coordinator
 store, the spouts, the state factories and adds a Function step, and every wrapper calls

@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from airflow_trident.batch.steps import BatchSteps
 from airflow_trident.coordination.client import ZkConfig, connect
 from airflow_trident.coordination.paths import CoordinatorPaths
 from airflow_trident.coordination.store import CoordinatorStore
@@ -57,7 +58,6 @@ from airflow_trident.errors import (
     ConfigurationError,
 )
 from airflow_trident.runtime.staging import StagingArea
-from airflow_trident.runtime.steps import BatchSteps
 from airflow_trident.state.binding import StateBinding
 from airflow_trident.testing.fault_points import FaultInjector, FaultyStore, kill_this_process
 from airflow_trident.testing.fault_topology import COMBOS, Difference, FaultTopology, SourceData
@@ -783,7 +783,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     if not args.verbose:  # expected noise: sessions expire and servers restart on purpose
-        for noisy in ("kazoo", "psycopg", "airflow_trident.runtime.steps"):
+        for noisy in ("kazoo", "psycopg", "airflow_trident.batch.steps"):
             logging.getLogger(noisy).setLevel(logging.ERROR)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(10**6)
     combos = list(COMBOS) if args.combo == "all" else [args.combo]

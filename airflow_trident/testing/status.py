@@ -19,9 +19,9 @@ from contextlib import contextmanager
 
 import sqlalchemy as sa
 
+from airflow_trident.batch.lifecycle import zookeeper_batch_steps
+from airflow_trident.batch.steps import BatchSteps
 from airflow_trident.coordination.client import ZkConfig, connect
-from airflow_trident.runtime.lifecycle import zookeeper_batch_steps
-from airflow_trident.runtime.steps import BatchSteps
 from airflow_trident.testing.topologies import e2e_word_count
 
 __all__ = [

@@ -20,10 +20,10 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as ec
 from selenium.webdriver.support.ui import WebDriverWait
 
+from airflow_trident.batch.ledger import CommitLedger
+from airflow_trident.batch.lifecycle import zookeeper_batch_steps
 from airflow_trident.coordination.client import ZkConfig, connect
 from airflow_trident.examples.topologies import word_count
-from airflow_trident.runtime.ledger import CommitLedger
-from airflow_trident.runtime.lifecycle import zookeeper_batch_steps
 from airflow_trident.testing.airflow import run_airflow
 from airflow_trident.testing.status import run_batches
 from airflow_trident.testing.ui import log_in

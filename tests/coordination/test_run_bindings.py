@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from airflow_trident.batch.steps import BatchSteps
 from airflow_trident.coordination.store import CoordinatorStore
 from airflow_trident.operation import Count
-from airflow_trident.runtime.steps import BatchSteps
 from airflow_trident.spout.memory import MemoryTransactionalSpout
 from airflow_trident.state.memory import memory_state
 from airflow_trident.topology import TridentTopology

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from airflow_trident.batch.runner import LocalRunner
 from airflow_trident.coordination.store import CoordinatorStore
 from airflow_trident.drpc import DRPCExecutor
 from airflow_trident.errors import (
@@ -28,7 +29,6 @@ from airflow_trident.operation import (
     Sum,
     TupleCollectionGet,
 )
-from airflow_trident.runtime.runner import LocalRunner
 from airflow_trident.spout.memory import MemoryTransactionalSpout
 from airflow_trident.state.binding import StateBinding
 from airflow_trident.state.memory import memory_state

@@ -24,11 +24,11 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from airflow_trident.batch.runner import LocalRunner
 from airflow_trident.coordination.client import ZkConfig
 from airflow_trident.coordination.paths import CoordinatorPaths
 from airflow_trident.coordination.store import CoordinatorStore
 from airflow_trident.runtime.reference import load_topology
-from airflow_trident.runtime.runner import LocalRunner
 from airflow_trident.state.binding import StateBinding
 from airflow_trident.testing.airflow import prepare_airflow_home
 

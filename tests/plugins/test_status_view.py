@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from airflow_trident.batch.ledger import CommitLedger
 from airflow_trident.coordination.client import ZkConfig
-from airflow_trident.runtime.ledger import CommitLedger
 from airflow_trident.testing.status import (
     STATE_CONN_ID,
     ZOOKEEPER_CONN_ID,

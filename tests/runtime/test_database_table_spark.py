@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from airflow_trident.batch.steps import BatchSteps
 from airflow_trident.coordination.store import CoordinatorStore
 from airflow_trident.operation import Count
 from airflow_trident.runtime.staging import StagingArea
-from airflow_trident.runtime.steps import BatchSteps
 from airflow_trident.spout.database_table import JDBC_JAR, DatabaseTableSpout
 from airflow_trident.state.sql import sql_state
 from airflow_trident.topology import TridentTopology
@@ -81,7 +81,7 @@ def test_a_range_is_read_by_spark_in_parallel_as_in_process(
 def test_batches_processed_on_spark_count_every_row_once(
     jdbc_spark: Any, pg_url: str, events: str, zk_store: CoordinatorStore, tmp_path: Path
 ) -> None:
-    from airflow_trident.runtime.spark_job import process_on_spark
+    from airflow_trident.batch.spark_job import process_on_spark
 
     # Given word counts of the table, 3 partitions of at most 120 rows a batch
     topology = TridentTopology(zk_store.paths.topology)

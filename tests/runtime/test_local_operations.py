@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 
 import pytest
 
+from airflow_trident.batch.runner import LocalRunner
 from airflow_trident.errors import BatchFailedError, FailedException, TopologyError
 from airflow_trident.operation import (
     Aggregator,
@@ -28,7 +29,6 @@ from airflow_trident.operation import (
 )
 from airflow_trident.planner.planner import build_plan
 from airflow_trident.runtime.local import LocalBatchProcessor
-from airflow_trident.runtime.runner import LocalRunner
 from airflow_trident.spout.memory import FixedBatchSpout, MemoryTransactionalSpout
 from airflow_trident.state.memory import memory_state
 from airflow_trident.stream import Stream

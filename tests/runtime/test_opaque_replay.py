@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from airflow_trident.batch.steps import BatchSteps
 from airflow_trident.coordination.store import CoordinatorStore
 from airflow_trident.operation import Count, Split
 from airflow_trident.runtime.staging import StagingArea
-from airflow_trident.runtime.steps import BatchSteps
 from airflow_trident.spout.memory import MemoryOpaqueSpout
 from airflow_trident.state.sql import sql_state
 from airflow_trident.topology import TridentTopology
@@ -142,7 +142,7 @@ def test_opaque_replay_reading_less_on_spark_counts_each_key_once(
     zk_store: CoordinatorStore, tmp_path: Path, pg_url: str, unique_name: str, spark: Any
 ) -> None:
     steps, spout = word_count_steps(zk_store, tmp_path / "staging", pg_url, unique_name)
-    from airflow_trident.runtime.spark_job import process_on_spark
+    from airflow_trident.batch.spark_job import process_on_spark
 
     def process(s: BatchSteps, txid: int) -> Any:
         return process_on_spark(s, spark, txid, 0.0)

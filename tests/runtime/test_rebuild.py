@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 
 from airflow_trident import cli
+from airflow_trident.batch.ledger import CommitLedger
+from airflow_trident.batch.rebuild import rebuild_states
+from airflow_trident.batch.steps import BatchSteps
 from airflow_trident.coordination.store import CoordinatorStore
 from airflow_trident.errors import BatchIncompleteError, ConfigurationError, StateBehindError
 from airflow_trident.operation import Count, Function, Split
-from airflow_trident.runtime.ledger import CommitLedger
-from airflow_trident.runtime.rebuild import rebuild_states
 from airflow_trident.runtime.staging import StagingArea
-from airflow_trident.runtime.steps import BatchSteps
 from airflow_trident.spout.memory import MemoryOpaqueSpout, MemoryTransactionalSpout
 from airflow_trident.state.sql import sql_state
 from airflow_trident.topology import TridentTopology
@@ -197,7 +197,7 @@ def test_rebuild_through_a_state_binding_writes_only_to_that_database(
     """The state database comes from the run (a connection's URL), not from a variable set at
     the right moment: states made with ``url=None`` follow the binding, for live runs and
     rebuilds alike, and nothing lands in the fallback database."""
-    from airflow_trident.runtime.runner import LocalRunner
+    from airflow_trident.batch.runner import LocalRunner
     from airflow_trident.state.binding import StateBinding
 
     monkeypatch.delenv("TRIDENT_STATE_URL", raising=False)

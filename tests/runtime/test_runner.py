@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from airflow_trident.batch.runner import LocalRunner
 from airflow_trident.coordination.store import CoordinatorStore
 from airflow_trident.operation import Count, Filter, Split
-from airflow_trident.runtime.runner import LocalRunner
 from airflow_trident.spout.memory import MemoryTransactionalSpout
 from airflow_trident.state.sql import sql_state
 from airflow_trident.topology import TridentTopology

@@ -13,6 +13,9 @@ import pyarrow.parquet as pq
 import pytest
 import sqlalchemy as sa
 
+from airflow_trident.batch.ledger import CommitLedger
+from airflow_trident.batch.spark_job import commit_on_spark, process_on_spark
+from airflow_trident.batch.steps import BatchSteps
 from airflow_trident.coordination.client import ZkConfig, connect
 from airflow_trident.coordination.paths import CoordinatorPaths
 from airflow_trident.coordination.store import CoordinatorStore
@@ -21,11 +24,8 @@ from airflow_trident.errors import (
     CommitOrderError,
     StateStoreUnavailableError,
 )
-from airflow_trident.runtime.ledger import CommitLedger
 from airflow_trident.runtime.reference import load_topology
-from airflow_trident.runtime.spark_job import commit_on_spark, process_on_spark
 from airflow_trident.runtime.staging import StagingArea
-from airflow_trident.runtime.steps import BatchSteps
 from airflow_trident.state.binding import StateBinding
 from tests.runtime import commit_topologies as ct
 

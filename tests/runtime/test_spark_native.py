@@ -14,12 +14,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from airflow_trident.batch.steps import BatchSteps
 from airflow_trident.coordination.memory import MemoryCoordinatorStore
 from airflow_trident.errors import MalformedRecordError
 from airflow_trident.operation import Count, Function, Split
 from airflow_trident.runtime.local import LocalBatchProcessor
 from airflow_trident.runtime.spark import SparkBatchProcessor
-from airflow_trident.runtime.steps import BatchSteps
 from airflow_trident.spout.file_log import FileLogSpout
 from airflow_trident.state.memory import memory_state
 from airflow_trident.topology import TridentTopology

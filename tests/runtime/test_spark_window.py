@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from airflow_trident.batch.spark_job import process_on_spark
+from airflow_trident.batch.steps import BatchSteps
 from airflow_trident.coordination.memory import MemoryCoordinatorStore
 from airflow_trident.operation import Sum
 from airflow_trident.operation.window import (
@@ -17,9 +19,7 @@ from airflow_trident.operation.window import (
     TumblingCountWindow,
     WindowConfig,
 )
-from airflow_trident.runtime.spark_job import process_on_spark
 from airflow_trident.runtime.staging import StagingArea
-from airflow_trident.runtime.steps import BatchSteps
 from airflow_trident.spout.memory import MemoryTransactionalSpout
 from airflow_trident.state.binding import StateBinding
 from airflow_trident.state.sql import sql_state

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from airflow_trident.batch.ledger import CommitLedger
+from airflow_trident.batch.status import StatusCollector
+from airflow_trident.batch.steps import BatchSteps
 from airflow_trident.coordination.store import CoordinatorStore
 from airflow_trident.operation import Count, Split
-from airflow_trident.runtime.ledger import CommitLedger
 from airflow_trident.runtime.staging import StagingArea
-from airflow_trident.runtime.status import StatusCollector
-from airflow_trident.runtime.steps import BatchSteps
 from airflow_trident.spout.memory import MemoryTransactionalSpout
 from airflow_trident.state.sql import sql_state
 from airflow_trident.topology import TridentTopology

@@ -9,12 +9,12 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from airflow_trident.batch.ledger import CommitLedger
+from airflow_trident.batch.steps import BatchSteps
 from airflow_trident.coordination.store import CoordinatorStore
 from airflow_trident.errors import BatchIncompleteError, BatchNotReadyError, CommitOrderError
 from airflow_trident.operation import Count, Split
-from airflow_trident.runtime.ledger import CommitLedger
 from airflow_trident.runtime.staging import StagingArea
-from airflow_trident.runtime.steps import BatchSteps
 from airflow_trident.spout.memory import MemoryOpaqueSpout, MemoryTransactionalSpout
 from airflow_trident.state.sql import sql_state
 from airflow_trident.topology import TridentTopology

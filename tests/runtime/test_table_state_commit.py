@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from airflow_trident.batch.steps import BatchSteps
 from airflow_trident.coordination.client import ZkConfig, connect
 from airflow_trident.coordination.paths import CoordinatorPaths
 from airflow_trident.coordination.store import CoordinatorStore
 from airflow_trident.operation import Count, Split
 from airflow_trident.runtime.reference import load_topology
 from airflow_trident.runtime.staging import StagingArea
-from airflow_trident.runtime.steps import BatchSteps
 from airflow_trident.spout.memory import MemoryOpaqueSpout
 from airflow_trident.state.binding import StateBinding
 from airflow_trident.state.sql import sql_state
@@ -114,7 +114,7 @@ def spark_steps(pg_url: str, zk_config: ZkConfig, tmp_path: Path) -> Iterator[Ba
 def test_spark_commit_of_a_replay_reading_less_counts_each_word_once(
     spark_steps: BatchSteps, spark: Any, pg_url: str
 ) -> None:
-    from airflow_trident.runtime.spark_job import commit_on_spark, process_on_spark
+    from airflow_trident.batch.spark_job import commit_on_spark, process_on_spark
 
     steps = spark_steps
     # Given txid 1 committed on Spark

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from airflow_trident.batch.runner import LocalRunner
 from airflow_trident.errors import BatchFailedError, TridentError
 from airflow_trident.operation import Sum
 from airflow_trident.operation.window import (
@@ -22,7 +23,6 @@ from airflow_trident.operation.window import (
     TumblingDurationWindow,
     WindowConfig,
 )
-from airflow_trident.runtime.runner import LocalRunner
 from airflow_trident.spout.memory import MemoryTransactionalSpout
 from airflow_trident.state.binding import StateBinding
 from airflow_trident.state.sql import sql_state
@@ -199,9 +199,9 @@ def test_a_bad_timestamp_fails_the_batch_naming_step_txid_and_record(tmp_path: P
 
 
 def test_a_state_fed_by_a_window_cannot_be_rebuilt_from_the_archive(tmp_path: Path) -> None:
+    from airflow_trident.batch.ledger import CommitLedger
+    from airflow_trident.batch.rebuild import rebuild_states
     from airflow_trident.errors import ConfigurationError
-    from airflow_trident.runtime.ledger import CommitLedger
-    from airflow_trident.runtime.rebuild import rebuild_states
 
     topology, _ = wt.windowed("rebuilt", TumblingCountWindow.of(2), {"p0": []}, 1, table="rb")
     ledger = CommitLedger(f"sqlite:///{tmp_path}/ledger.db")

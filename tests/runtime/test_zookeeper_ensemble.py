@@ -13,12 +13,12 @@ import sqlalchemy as sa
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 
+from airflow_trident.batch.ledger import CommitLedger
+from airflow_trident.batch.steps import BatchSteps
 from airflow_trident.coordination.paths import CoordinatorPaths
 from airflow_trident.coordination.store import CoordinatorStore
 from airflow_trident.errors import TridentError
 from airflow_trident.operation import Count, Split
-from airflow_trident.runtime.ledger import CommitLedger
-from airflow_trident.runtime.steps import BatchSteps
 from airflow_trident.spout.memory import MemoryTransactionalSpout
 from airflow_trident.state.sql import sql_state
 from airflow_trident.testing.servers import PrivateZooKeeperEnsemble

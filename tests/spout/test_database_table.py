@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from airflow_trident.batch.steps import BatchSteps
 from airflow_trident.coordination.attempt import TransactionAttempt
 from airflow_trident.coordination.memory import MemoryCoordinatorStore
 from airflow_trident.errors import ConfigurationError, SpoutEmitError
 from airflow_trident.operation import Count
 from airflow_trident.runtime.staging import StagingArea
-from airflow_trident.runtime.steps import BatchSteps
 from airflow_trident.spout.base import ListCollector
 from airflow_trident.spout.database_table import DatabaseTableSpout
 from airflow_trident.spout.partitioned import PartitionedTransactionalSpoutExecutor

@@ -13,11 +13,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from airflow_trident.batch.steps import BatchSteps
 from airflow_trident.coordination.memory import MemoryCoordinatorStore
 from airflow_trident.errors import MalformedRecordError, SpoutEmitError
 from airflow_trident.operation import Count, Split
 from airflow_trident.runtime.staging import StagingArea
-from airflow_trident.runtime.steps import BatchSteps
 from airflow_trident.spout.file_log import FileLogSpout, OpaqueFileLogSpout
 from airflow_trident.state.memory import memory_state
 from airflow_trident.topology import TridentTopology

@@ -15,11 +15,11 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 
+from airflow_trident.batch.steps import BatchSteps
 from airflow_trident.coordination.memory import MemoryCoordinatorStore
 from airflow_trident.errors import ConfigurationError, NotExactlyOnceError, StateError
 from airflow_trident.operation import Split
 from airflow_trident.runtime.staging import StagingArea
-from airflow_trident.runtime.steps import BatchSteps
 from airflow_trident.spout.memory import MemoryOpaqueSpout, MemoryTransactionalSpout
 from airflow_trident.state.delta import DeltaWriter, delta_state
 from airflow_trident.topology import TridentTopology

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 import pytest
 import sqlalchemy as sa
 
-from airflow_trident.runtime.ledger import CommitLedger
+from airflow_trident.batch.ledger import CommitLedger
 from airflow_trident.state.sql.schema import ensure_table
 from airflow_trident.state.sql.table import TableLayout
 from airflow_trident.state.window import SqlWindowsStoreFactory

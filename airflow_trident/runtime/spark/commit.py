@@ -1,9 +1,9 @@
 """The commit phase on Spark, for batches too large for one Airflow worker.
 
-:class:`SparkBatchApplier` is a :class:`~airflow_trident.runtime.steps.StagedBatchApplier`:
+:class:`SparkBatchApplier` is a :class:`~airflow_trident.batch.steps.StagedBatchApplier`:
 the driver still does what must happen once (the order check, the stale-opaque check, the
 compare-and-set of the committed txid: :meth:`BatchSteps.commit
-<airflow_trident.runtime.steps.BatchSteps.commit>`), while each staged partition of each state
+<airflow_trident.batch.steps.BatchSteps.commit>`), while each staged partition of each state
 is applied by one Spark task: the task reads its Parquet file (checking the row count the
 manifest lists), makes that partition's state (``make_state(index, count)``) and applies the rows
 in one state commit with the state's exactly-once rule — the same code as the worker-side commit

@@ -2,9 +2,9 @@
 
 Every way a batch runs goes through :class:`BatchSteps`: the Airflow tasks (through
 :class:`~airflow_trident.hooks.trident.TridentHook`), the Spark job of the process and commit
-steps (:mod:`airflow_trident.runtime.spark_job`), the in-process runner
+steps (:mod:`airflow_trident.batch.spark_job`), the in-process runner
 (:class:`~airflow_trident.runtime.local.LocalRunner`) and rebuilds
-(:mod:`airflow_trident.runtime.rebuild`). Each step takes what the previous one left in the
+(:mod:`airflow_trident.batch.rebuild`). Each step takes what the previous one left in the
 coordinator store and in the staging area, so steps can run in different processes and be
 retried alone:
 
@@ -47,12 +47,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from airflow_trident.batch.ledger import CommitLedger
 from airflow_trident.coordination.coordinator import BatchPlan, TransactionalCoordinator
 from airflow_trident.coordination.protocol import CoordinatorStoreProtocol
 from airflow_trident.errors import BatchIncompleteError, BatchNotReadyError, ConfigurationError
 from airflow_trident.graph import SpoutNode
 from airflow_trident.runtime.commit import StateCommitter, query_state
-from airflow_trident.runtime.ledger import CommitLedger
 from airflow_trident.runtime.local import LocalBatchProcessor, run_commit_phase
 from airflow_trident.runtime.result import Partitions, ProcessResult, StagedState
 from airflow_trident.runtime.staging import StagingArea

@@ -2,7 +2,7 @@
 dashboards (``SELECT * FROM trident_commit_ledger ORDER BY txid``), and the batch archive: each
 row keeps the batch's metadata (every spout's, and every partition's), so a batch can be replayed
 long after ZooKeeper rotated it away — to rebuild a new state over a txid range
-(:mod:`airflow_trident.runtime.rebuild`).
+(:mod:`airflow_trident.batch.rebuild`).
 
 >>> ledger = CommitLedger("sqlite://")
 >>> ledger.record({"topology": "wc", "txid": 1, "attempt_id": 2, "records_in": 10,

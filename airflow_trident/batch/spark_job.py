@@ -1,6 +1,6 @@
 """The Spark application of the process step: one batch of one topology.
 
-``spark-submit airflow_trident/runtime/spark_job.py --topology pkg.mod:attr --txid N
+``spark-submit airflow_trident/batch/spark_job.py --topology pkg.mod:attr --txid N
 --staging-root DIR --zk-hosts HOSTS [--zk-root /trident] [--zk-chroot /x] [--zk-user U]
 [--commit]``
 
@@ -28,13 +28,13 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from airflow_trident.batch.job_report import reporting_errors
+from airflow_trident.batch.lifecycle import zookeeper_batch_steps
+from airflow_trident.batch.steps import BatchSteps
 from airflow_trident.coordination.client import ZkConfig, connect, with_security_from_env
 from airflow_trident.coordination.coordinator import BatchPlan
-from airflow_trident.runtime.job_report import reporting_errors
-from airflow_trident.runtime.lifecycle import zookeeper_batch_steps
 from airflow_trident.runtime.reference import load_topology
 from airflow_trident.runtime.staging import StagingArea
-from airflow_trident.runtime.steps import BatchSteps
 from airflow_trident.state.sql.factory import STATE_URL_ENV
 
 if TYPE_CHECKING:

@@ -59,12 +59,12 @@ from typing import Any
 
 from kazoo.exceptions import NoNodeError
 
+from airflow_trident.batch.ledger import CommitLedger
 from airflow_trident.coordination.attempt import TransactionAttempt
 from airflow_trident.coordination.paths import parse_txid_node, txid_node
 from airflow_trident.coordination.store import CoordinatorStore
 from airflow_trident.graph import spout_shape
 from airflow_trident.names import decode_segment
-from airflow_trident.runtime.ledger import CommitLedger
 from airflow_trident.runtime.staging import MANIFEST, StagingArea
 from airflow_trident.spout.lag import pending_after
 from airflow_trident.topology import TridentTopology

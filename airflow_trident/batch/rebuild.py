@@ -1,7 +1,7 @@
 """Rebuilding states from the batch archive: replay committed txids ``N..M`` into *new* states.
 
 Every commit records the batch's metadata in the ledger (every spout's, every partition's; see
-:class:`~airflow_trident.runtime.ledger.CommitLedger`), long after ZooKeeper rotated it away.
+:class:`~airflow_trident.batch.ledger.CommitLedger`), long after ZooKeeper rotated it away.
 :func:`rebuild_states` re-emits each archived batch from exactly that metadata (a transactional
 spout gives the same tuples again; an opaque one starts each partition where the batch did, and
 gives whatever its source holds there now), runs the topology's processing phase in-process and
@@ -29,14 +29,14 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+from airflow_trident.batch.ledger import CommitLedger
+from airflow_trident.batch.steps import BatchSteps
 from airflow_trident.coordination.attempt import TransactionAttempt
 from airflow_trident.coordination.coordinator import BatchPlan
 from airflow_trident.coordination.memory import MemoryCoordinatorStore
 from airflow_trident.errors import BatchIncompleteError, ConfigurationError
 from airflow_trident.graph import WindowNode
-from airflow_trident.runtime.ledger import CommitLedger
 from airflow_trident.runtime.result import ProcessResult
-from airflow_trident.runtime.steps import BatchSteps
 from airflow_trident.spout.opaque import OpaquePartitionedSpoutExecutor
 from airflow_trident.spout.partitioned import PartitionedTransactionalSpoutExecutor
 from airflow_trident.state.binding import StateBinding

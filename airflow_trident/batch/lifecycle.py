@@ -3,7 +3,7 @@
 One function builds it for every process a batch runs in — the Airflow tasks (through
 :class:`~airflow_trident.hooks.trident.TridentHook`, which turns connection ids into these
 arguments) and the Spark job of the process and commit steps
-(:mod:`airflow_trident.runtime.spark_job`, which receives them on its command line and, for
+(:mod:`airflow_trident.batch.spark_job`, which receives them on its command line and, for
 secrets, in its environment).
 """
 
@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from airflow_trident.batch.ledger import CommitLedger
+from airflow_trident.batch.steps import BatchSteps
 from airflow_trident.coordination.paths import CoordinatorPaths
 from airflow_trident.coordination.store import CoordinatorStore
-from airflow_trident.runtime.ledger import CommitLedger
 from airflow_trident.runtime.staging import StagingArea
-from airflow_trident.runtime.steps import BatchSteps
 from airflow_trident.state.binding import StateBinding
 from airflow_trident.topology import TridentTopology
 
