@@ -17,8 +17,9 @@ which guarantee a spout gives (:func:`spout_kind`), which rule a state applies
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, TypeVar
 
 from airflow_trident.tuple import Fields
 
@@ -296,3 +297,42 @@ def exactly_once_fix(spout: str, state: str) -> str:
     if spout == "opaque" and state == "transactional":
         fixes.append("use an opaque state (state_type='opaque') or a transactional spout")
     return " and ".join(fixes)
+
+
+N = TypeVar("N", bound=Node)
+
+
+class GraphBuilder(Protocol):
+    """The seam between the stream handles and the graph they grow: what a
+    :class:`~airflow_trident.stream.Stream` asks of its topology.
+
+    :class:`~airflow_trident.topology.TridentTopology` implements it and hands out the handles
+    (``topology`` imports ``stream``); ``stream`` knows only this Protocol, so the two modules
+    do not import each other.
+    """
+
+    name: str
+    nodes: dict[str, Node]
+    states: dict[str, str]
+
+    def add_node(self, make: Callable[[str], N], *, kind: str, name: str | None = None) -> N:
+        """Add the node ``make(step_id)`` below its parents and return it."""
+        ...
+
+    def replace_node(self, node: Node) -> None:
+        """Replace a node that has no downstream steps yet."""
+        ...
+
+    def rename_node(self, old: str, new: str) -> Node:
+        """Give a node with no downstream steps a user's name."""
+        ...
+
+    def check_exactly_once(
+        self, node_id: str, state: str, factory: Any, *, at_least_once: bool, call: str
+    ) -> None:
+        """Refuse a spout/state pair that is not exactly-once (Trident's table)."""
+        ...
+
+    def register_state(self, name: str, node_id: str) -> None:
+        """Record that step ``node_id`` persists state ``name``."""
+        ...

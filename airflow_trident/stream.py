@@ -37,6 +37,7 @@ from airflow_trident.graph import (
     DrpcNode,
     EachNode,
     FilterNode,
+    GraphBuilder,
     MapNode,
     NewValuesNode,
     PeekNode,
@@ -69,8 +70,7 @@ from airflow_trident.operation.window import (
     WindowConfig,
     WindowStoreCommit,
 )
-from airflow_trident.topology import TridentTopology, as_fields
-from airflow_trident.tuple import Fields
+from airflow_trident.tuple import Fields, as_fields
 
 __all__ = ["ChainedAggregatorDeclarer", "GroupedStream", "Stream", "TridentState"]
 
@@ -81,7 +81,7 @@ FieldsLike = str | Sequence[str]
 class Stream:
     """A stream of tuples within each batch, ending at step :attr:`node_id`."""
 
-    topology: TridentTopology
+    topology: GraphBuilder
     node_id: str
 
     @property
@@ -600,14 +600,14 @@ def _add_window(
     return Stream(topology, node.id)
 
 
-def _free_step(topology: TridentTopology, label: str) -> str:
+def _free_step(topology: GraphBuilder, label: str) -> str:
     step, n = label, 2
     while step in topology.nodes or step in topology.states:
         step, n = f"{label}_{n}", n + 1
     return step
 
 
-def _check_batch_stream(topology: TridentTopology, node_id: str, step: str) -> None:
+def _check_batch_stream(topology: GraphBuilder, node_id: str, step: str) -> None:
     """Refuse a window fed by a DRPC request or a state's new values (no batches to span)."""
     todo, seen = [node_id], set()
     while todo:
@@ -626,7 +626,7 @@ def _check_batch_stream(topology: TridentTopology, node_id: str, step: str) -> N
         todo.extend(node.parents)
 
 
-def _renamed_window(topology: TridentTopology, node: WindowNode) -> WindowNode:
+def _renamed_window(topology: GraphBuilder, node: WindowNode) -> WindowNode:
     """``node`` (just renamed) with its state and store named after its new step id."""
     if node.state in topology.states and topology.states[node.state] == node.id:
         del topology.states[node.state]
@@ -818,7 +818,7 @@ class ChainedAggregatorDeclarer:
 class TridentState:
     """A state of the topology, created by a persist step."""
 
-    topology: TridentTopology
+    topology: GraphBuilder
     name: str
 
     @property

@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from types import FunctionType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any
 
 from airflow_trident.errors import NotExactlyOnceError, TopologyError
 from airflow_trident.graph import (
@@ -33,6 +33,7 @@ from airflow_trident.graph import (
     DrpcNode,
     JoinNode,
     MergeNode,
+    N,
     Node,
     PersistNode,
     SpoutNode,
@@ -42,22 +43,14 @@ from airflow_trident.graph import (
     state_kind,
 )
 from airflow_trident.names import validate_name
-from airflow_trident.tuple import Fields
-
-if TYPE_CHECKING:
-    from airflow_trident.stream import Stream, TridentState
+from airflow_trident.stream import Stream, TridentState
+from airflow_trident.tuple import Fields, as_fields
 
 __all__ = ["TridentTopology"]
 
-N = TypeVar("N", bound=Node)
 
 # room for a "_<n>" suffix within the 63 characters of a name
 _LABEL = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,55}$")
-
-
-def as_fields(fields: str | Sequence[str]) -> Fields:
-    """Normalise a field list (a single name is one field)."""
-    return (fields,) if isinstance(fields, str) else tuple(fields)
 
 
 def step_label(node: Node, kind: str) -> str:
@@ -174,8 +167,6 @@ class TridentTopology:
 
     def new_stream(self, name: str, spout: Any) -> Stream:
         """A stream of ``spout``'s batches; ``name`` names the spout (its ZooKeeper node)."""
-        from airflow_trident.stream import Stream
-
         validate_name(name, kind="spout")
         if name in self.spouts:
             msg = f"spout {name!r} already exists in topology {self.name!r}"
@@ -189,8 +180,6 @@ class TridentTopology:
 
     def new_drpc_stream(self, function: str) -> Stream:
         """A stream of DRPC requests to ``function``: one ``("args",)`` tuple per request."""
-        from airflow_trident.stream import Stream
-
         validate_name(function, kind="DRPC function")
         if function in self.drpc_functions:
             msg = f"DRPC function {function!r} already exists in topology {self.name!r}"
@@ -203,8 +192,6 @@ class TridentTopology:
 
     def merge(self, *streams: Stream, name: str | None = None) -> Stream:
         """The union of ``streams``; they need the same number of fields (the first's names)."""
-        from airflow_trident.stream import Stream
-
         if len(streams) < 2:
             msg = "merge needs at least two streams"
             raise TopologyError(msg)
@@ -236,8 +223,6 @@ class TridentTopology:
         ``join_types`` is ``"inner"``/``"outer"`` for all sides or one per stream, as in
         Trident: an ``outer`` side may be missing for a key (its fields are then ``None``).
         """
-        from airflow_trident.stream import Stream
-
         keys = tuple(as_fields(f) for f in join_fields)
         types = (join_types,) * len(streams) if isinstance(join_types, str) else tuple(join_types)
         if len(streams) < 2 or len(keys) != len(streams) or len(types) != len(streams):

@@ -12,9 +12,18 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-__all__ = ["Fields", "TridentCollector", "TridentTuple"]
+__all__ = ["Fields", "TridentCollector", "TridentTuple", "as_fields"]
 
 Fields = tuple[str, ...]
+
+
+def as_fields(fields: str | Sequence[str]) -> Fields:
+    """Normalise a field list (a single name is one field).
+
+    >>> as_fields("word"), as_fields(["word", "n"])
+    (('word',), ('word', 'n'))
+    """
+    return (fields,) if isinstance(fields, str) else tuple(fields)
 
 
 class TridentTuple(Sequence[Any]):

@@ -38,7 +38,7 @@ def main() -> int:
     os.environ["TRIDENT_STATE_URL"] = url  # before the JVM starts: its workers inherit it
 
     from airflow_trident.batch.steps import BatchSteps
-    from airflow_trident.coordination.attempt import TransactionAttempt
+    from airflow_trident.attempt import TransactionAttempt
     from airflow_trident.coordination.coordinator import BatchPlan
     from airflow_trident.coordination.memory import MemoryCoordinatorStore
     from airflow_trident.runtime.reference import cached_topology

@@ -29,9 +29,9 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+from airflow_trident.attempt import TransactionAttempt
 from airflow_trident.batch.ledger import CommitLedger
 from airflow_trident.batch.steps import BatchSteps
-from airflow_trident.coordination.attempt import TransactionAttempt
 from airflow_trident.coordination.coordinator import BatchPlan
 from airflow_trident.coordination.memory import MemoryCoordinatorStore
 from airflow_trident.errors import BatchIncompleteError, ConfigurationError

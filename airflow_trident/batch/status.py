@@ -59,8 +59,8 @@ from typing import Any
 
 from kazoo.exceptions import NoNodeError
 
+from airflow_trident.attempt import TransactionAttempt
 from airflow_trident.batch.ledger import CommitLedger
-from airflow_trident.coordination.attempt import TransactionAttempt
 from airflow_trident.coordination.paths import parse_txid_node, txid_node
 from airflow_trident.coordination.store import CoordinatorStore
 from airflow_trident.graph import spout_shape

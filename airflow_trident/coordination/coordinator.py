@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_trident.coordination.attempt import TransactionAttempt
+from airflow_trident.attempt import TransactionAttempt
 from airflow_trident.coordination.protocol import CoordinatorStoreProtocol
 from airflow_trident.coordination.store import require_allocated
 from airflow_trident.errors import CommitOrderError, TridentError

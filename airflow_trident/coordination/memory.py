@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_trident.coordination.attempt import TransactionAttempt
+from airflow_trident.attempt import TransactionAttempt
 from airflow_trident.coordination.store import encode_json, require_allocated
 from airflow_trident.errors import (
     CommitConflictError,

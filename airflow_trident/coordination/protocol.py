@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
-from airflow_trident.coordination.attempt import TransactionAttempt
+from airflow_trident.attempt import TransactionAttempt
 from airflow_trident.spout.tx_state import PartitionState
 
 __all__ = ["CoordinatorStoreProtocol", "StorePaths"]

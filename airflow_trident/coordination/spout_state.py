@@ -7,19 +7,36 @@ written by the coordinator's commit in the same transaction as the committed txi
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
-from airflow_trident.coordination.paths import parse_txid_node, txid_node
-from airflow_trident.coordination.store import CoordinatorStore
+from kazoo.client import KazooClient
+
+from airflow_trident.coordination.paths import CoordinatorPaths, parse_txid_node, txid_node
 from airflow_trident.names import encode_segment
 
 __all__ = ["ZkPartitionState"]
 
 
+class JsonNodes(Protocol):
+    """What the partition state needs of :class:`~airflow_trident.coordination.store.
+    CoordinatorStore` (which builds it): the session, the topology's paths and JSON nodes."""
+
+    client: KazooClient
+    paths: CoordinatorPaths
+
+    def read_json(self, path: str) -> Any:
+        """The JSON value at ``path``, or None."""
+        ...
+
+    def write_json(self, path: str, value: Any) -> None:
+        """Create or overwrite ``path`` with ``value`` as JSON."""
+        ...
+
+
 class ZkPartitionState:
     """:class:`~airflow_trident.spout.tx_state.PartitionState` kept in ZooKeeper."""
 
-    def __init__(self, store: CoordinatorStore, spout: str) -> None:
+    def __init__(self, store: JsonNodes, spout: str) -> None:
         self._store = store
         self._root = store.paths.user(spout)
 

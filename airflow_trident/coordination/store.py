@@ -44,8 +44,9 @@ from kazoo.exceptions import (
     RuntimeInconsistency,
 )
 
-from airflow_trident.coordination.attempt import TransactionAttempt
+from airflow_trident.attempt import TransactionAttempt
 from airflow_trident.coordination.paths import CoordinatorPaths, parse_txid_node
+from airflow_trident.coordination.spout_state import ZkPartitionState
 from airflow_trident.errors import (
     CommitConflictError,
     CommitOrderError,
@@ -521,8 +522,6 @@ class CoordinatorStore:
 
     def partition_state(self, spout: str) -> PartitionState:
         """Partitioned spout ``spout``'s per-partition metadata, in ZooKeeper beside this."""
-        from airflow_trident.coordination.spout_state import ZkPartitionState
-
         return ZkPartitionState(self, spout)
 
     # -- helpers --------------------------------------------------------------------------------

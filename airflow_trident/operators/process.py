@@ -9,7 +9,7 @@ from typing import Any
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-from airflow_trident.coordination.attempt import TransactionAttempt
+from airflow_trident.attempt import TransactionAttempt
 from airflow_trident.hooks.trident import TridentHook
 from airflow_trident.operators.job_errors import spark_job_errors
 from airflow_trident.operators.lineage import TridentLineageMixin

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyarrow import fs
 
-from airflow_trident.coordination.attempt import TransactionAttempt
+from airflow_trident.attempt import TransactionAttempt
 from airflow_trident.errors import BatchIncompleteError
 from airflow_trident.runtime.result import ProcessResult, StagedState
 from airflow_trident.tuple import Fields

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from airflow_trident.coordination.attempt import TransactionAttempt
+from airflow_trident.attempt import TransactionAttempt
 from airflow_trident.errors import SpoutEmitError, SpoutUnavailableError
 from airflow_trident.spout.ranges import PartitionRows, SourceRange
 from airflow_trident.state.base import StateType

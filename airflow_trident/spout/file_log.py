@@ -22,7 +22,7 @@ Examples
 --------
 >>> import json, pathlib, tempfile
 >>> from airflow_trident.spout.base import ListCollector
->>> from airflow_trident.coordination.attempt import TransactionAttempt
+>>> from airflow_trident.attempt import TransactionAttempt
 >>> root = pathlib.Path(tempfile.mkdtemp())
 >>> (root / "p0").mkdir()
 >>> _ = (root / "p0" / "0001.jsonl").write_text('{"s": "a b"}\\n{"s": "c"}\\n')
@@ -51,7 +51,7 @@ from typing import Any
 
 from pyarrow import fs as pafs
 
-from airflow_trident.coordination.attempt import TransactionAttempt
+from airflow_trident.attempt import TransactionAttempt
 from airflow_trident.errors import ConfigurationError, MalformedRecordError, SpoutEmitError
 from airflow_trident.spout.base import Collector
 from airflow_trident.spout.ranges import ReadSpec, emit_range

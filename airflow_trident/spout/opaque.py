@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from airflow_trident.coordination.attempt import TransactionAttempt
+from airflow_trident.attempt import TransactionAttempt
 from airflow_trident.errors import BatchFailedError
 from airflow_trident.spout.base import (
     BatchCoordinator,

@@ -50,7 +50,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_trident.coordination.attempt import TransactionAttempt
+from airflow_trident.attempt import TransactionAttempt
 from airflow_trident.coordination.protocol import CoordinatorStoreProtocol, StorePaths
 from airflow_trident.errors import TridentError
 from airflow_trident.operation.base import Function

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from airflow_trident.coordination.attempt import TransactionAttempt
+from airflow_trident.attempt import TransactionAttempt
 from airflow_trident.examples.topologies import SEED_SENTENCES
 from airflow_trident.operation import Count, Filter, MapGet, Split, Sum
 from airflow_trident.spout.base import Collector

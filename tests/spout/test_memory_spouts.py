@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_trident.coordination.attempt import TransactionAttempt
+from airflow_trident.attempt import TransactionAttempt
 from airflow_trident.errors import BatchNotReadyError, ConfigurationError
 from airflow_trident.spout.base import ListCollector
 from airflow_trident.spout.batch import BatchSpoutExecutor
