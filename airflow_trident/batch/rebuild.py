@@ -37,8 +37,7 @@ from airflow_trident.coordination.memory import MemoryCoordinatorStore
 from airflow_trident.errors import BatchIncompleteError, ConfigurationError
 from airflow_trident.graph import WindowNode
 from airflow_trident.runtime.result import ProcessResult
-from airflow_trident.spout.opaque import OpaquePartitionedSpoutExecutor
-from airflow_trident.spout.partitioned import PartitionedTransactionalSpoutExecutor
+from airflow_trident.spout.executor import PartitionedBatches
 from airflow_trident.state.binding import StateBinding
 from airflow_trident.topology import TridentTopology
 
@@ -134,9 +133,7 @@ def _replay(steps: BatchSteps, txid: int, archive: dict[str, Any]) -> ProcessRes
         )
         raise ConfigurationError(msg)
     for name, spout in spouts.items():
-        if isinstance(
-            spout, (PartitionedTransactionalSpoutExecutor, OpaquePartitionedSpoutExecutor)
-        ):
+        if isinstance(spout, PartitionedBatches):
             spout.restore_batch(txid, archived[name].get("partitions", {}))
     plan = BatchPlan(TransactionAttempt(txid, 0), {name: archived[name]["meta"] for name in spouts})
     return steps.processor.process(txid, steps.emit(plan))

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,13 +24,10 @@ from airflow_trident.coordination.store import require_allocated
 from airflow_trident.errors import CommitOrderError, TridentError
 from airflow_trident.names import validate_name
 from airflow_trident.spout.base import ListCollector, TridentSpout, emit_error
-from airflow_trident.spout.opaque import OpaquePartitionedSpoutExecutor
-from airflow_trident.state.base import State, StateType
-from airflow_trident.state.bracket import apply_in_commit
+from airflow_trident.spout.executor import OpaqueBatches
+from airflow_trident.state.base import StateType
 
-__all__ = ["BatchPlan", "CommitResult", "StateUpdate", "TransactionalCoordinator"]
-
-StateUpdate = tuple[State, Callable[[], object]]
+__all__ = ["BatchPlan", "CommitResult", "TransactionalCoordinator"]
 """A state and the function applying the batch to it (called inside its commit)."""
 
 log = logging.getLogger(__name__)
@@ -151,24 +148,6 @@ class TransactionalCoordinator:
             emitter.close()
         return collector
 
-    def commit(
-        self,
-        plan: BatchPlan,
-        updates: Sequence[StateUpdate],
-        *,
-        token: str | None = None,
-    ) -> CommitResult:
-        """Apply batch ``plan.txid`` to states here, then mark it committed in ZooKeeper.
-
-        See :meth:`commit_applied_by`, which this calls with the updates applied in order.
-        """
-
-        def apply_batch() -> None:
-            for state, apply in updates:
-                self.apply_update(plan.txid, state, apply)
-
-        return self.commit_applied_by(plan, apply_batch, token=token)
-
     def commit_applied_by(
         self,
         plan: BatchPlan,
@@ -180,8 +159,9 @@ class TransactionalCoordinator:
         on Spark executors), then advance the committed txid by compare-and-set.
 
         ``apply_batch`` applies each state partition in its own ``begin_commit`` / ``commit``
-        (one database transaction each, see :meth:`apply_update`). If a later one fails, the
-        earlier ones stay committed and the retry skips them by their per-key txids, as in
+        (one database transaction each, see
+        :func:`~airflow_trident.state.bracket.apply_in_commit`). If a later one fails, the earlier
+        ones stay committed and the retry skips them by their per-key txids, as in
         Trident. A txid already committed is not applied again (a cleared, committed run changes
         nothing), and ``apply_batch`` is not called.
 
@@ -209,7 +189,7 @@ class TransactionalCoordinator:
         opaque = self._opaque_partitions(plan)
         apply_batch()
         writes: dict[str, Any] = {}
-        local: list[tuple[OpaquePartitionedSpoutExecutor, str, Any]] = []
+        local: list[tuple[OpaqueBatches, str, Any]] = []
         for executor, parts in opaque.values():
             for partition, value in parts.items():
                 path = executor.state.committed_path(partition)
@@ -245,17 +225,11 @@ class TransactionalCoordinator:
 
     def _opaque_partitions(
         self, plan: BatchPlan
-    ) -> dict[str, tuple[OpaquePartitionedSpoutExecutor, dict[str, Any]]]:
-        found: dict[str, tuple[OpaquePartitionedSpoutExecutor, dict[str, Any]]] = {}
+    ) -> dict[str, tuple[OpaqueBatches, dict[str, Any]]]:
+        found: dict[str, tuple[OpaqueBatches, dict[str, Any]]] = {}
         for name, spout in self.spouts.items():
-            if isinstance(spout, OpaquePartitionedSpoutExecutor):
+            if isinstance(spout, OpaqueBatches):
                 meta = plan.metas[name]
                 spout.check_not_stale(plan.txid, meta)
                 found[name] = (spout, spout.committed_metas(plan.txid, meta))
         return found
-
-    @staticmethod
-    def apply_update(txid: int, state: State, apply: Callable[[], object]) -> None:
-        """Run ``apply()`` in ``state``'s commit of ``txid``
-        (:func:`~airflow_trident.state.bracket.apply_in_commit`)."""
-        apply_in_commit(txid, state, apply)

@@ -18,14 +18,13 @@ import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from airflow_trident.coordination.coordinator import StateUpdate
 from airflow_trident.graph import NewValuesNode, PersistNode
 from airflow_trident.operation.base import CombinerAggregator, ReducerAggregator
 from airflow_trident.runtime.aggregate import group_rows
 from airflow_trident.runtime.result import Partitions, StagedState
 from airflow_trident.state.base import Key, State, StateType
 from airflow_trident.state.binding import StateBinding
-from airflow_trident.state.bracket import apply_in_commit
+from airflow_trident.state.bracket import StateUpdate, apply_in_commit
 from airflow_trident.state.map.snapshot import GLOBAL_KEY, SnapshottableMap
 from airflow_trident.topology import TridentTopology
 from airflow_trident.tuple import TridentCollector, TridentTuple

@@ -8,7 +8,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Protocol, runtime_checkable
 
 from airflow_trident.errors import ConfigurationError
 from airflow_trident.graph import spout_shape
@@ -18,7 +19,47 @@ from airflow_trident.spout.opaque import OpaquePartitionedSpoutExecutor
 from airflow_trident.spout.partitioned import PartitionedTransactionalSpoutExecutor
 from airflow_trident.spout.tx_state import PartitionState
 
-__all__ = ["as_trident_spout"]
+__all__ = ["EmitsInTxidOrder", "OpaqueBatches", "PartitionedBatches", "as_trident_spout"]
+
+
+@runtime_checkable
+class PartitionedBatches(Protocol):
+    """A spout whose batch is per-partition metadata (the partitioned kinds): each commit
+    archives it in the ledger, and a rebuild restores it before re-emitting the batch."""
+
+    def batch_partitions(self, txid: int, meta: Any) -> dict[str, Any]:
+        """Each partition's metadata of batch ``txid``."""
+        ...
+
+    def restore_batch(self, txid: int, partitions: Mapping[str, Any]) -> None:
+        """Put archived per-partition metadata back, so that ``txid`` emits as it did."""
+        ...
+
+
+@runtime_checkable
+class EmitsInTxidOrder(Protocol):
+    """A spout whose new batch starts where txid-1's ended (transactional partitioned): txid N
+    is emitted only after N-1 was."""
+
+    def emitted(self, txid: int) -> bool:
+        """Whether batch ``txid`` was emitted (its partitions' ranges are fixed)."""
+        ...
+
+
+@runtime_checkable
+class OpaqueBatches(Protocol):
+    """An opaque partitioned spout: its commit checks the batch still starts where the last
+    committed one ended and writes each partition's committed metadata with the txid."""
+
+    state: PartitionState
+
+    def check_not_stale(self, txid: int, meta: Any) -> None:
+        """Raise ``StaleBatchError`` if batch ``txid`` was built on a re-emitted batch."""
+        ...
+
+    def committed_metas(self, txid: int, meta: Any) -> dict[str, Any]:
+        """Each partition's committed metadata once ``txid`` commits."""
+        ...
 
 
 def as_trident_spout(spout: Any, state: PartitionState) -> TridentSpout:

@@ -19,7 +19,10 @@ from collections.abc import Callable
 
 from airflow_trident.state.base import State
 
-__all__ = ["apply_in_commit"]
+__all__ = ["StateUpdate", "apply_in_commit"]
+
+StateUpdate = tuple[State, Callable[[], object]]
+"""A state and the writes of one batch to it, run by :func:`apply_in_commit`."""
 
 
 def apply_in_commit(txid: int, state: State, apply: Callable[[], object]) -> None:

@@ -15,6 +15,7 @@ from airflow_trident.errors import CommitOrderError, ConfigurationError
 from airflow_trident.spout.memory import MemoryOpaqueSpout, MemoryTransactionalSpout
 from airflow_trident.spout.opaque import OpaquePartitionedSpoutExecutor, StaleBatchError
 from airflow_trident.spout.partitioned import PartitionedTransactionalSpoutExecutor
+from airflow_trident.state.bracket import apply_in_commit
 from airflow_trident.state.combine import CombineOp
 from airflow_trident.state.map.backing import MemoryBackingMap
 from airflow_trident.state.map.base import RuleMap
@@ -48,8 +49,13 @@ def commit_counts(
 ) -> Any:
     partial = Counter(w for (w,) in tuples)
     keys = [(w,) for w in partial]
-    return coordinator.commit(
-        plan, [(state, lambda: state.multi_combine(keys, list(partial.values()), CombineOp.SUM))]
+    return coordinator.commit_applied_by(
+        plan,
+        lambda: apply_in_commit(
+            plan.txid,
+            state,
+            lambda: state.multi_combine(keys, list(partial.values()), CombineOp.SUM),
+        ),
     )
 
 

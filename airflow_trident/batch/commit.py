@@ -1,0 +1,231 @@
+"""The commit phase of a batch: verify what was staged, apply it in txid order, record it.
+
+The order check and ZooKeeper's compare-and-set are the coordinator's
+(:meth:`~airflow_trident.coordination.coordinator.TransactionalCoordinator.commit_applied_by`);
+this phase gives it the writes: here, one state commit per staged partition
+(:meth:`CommitSteps.apply_staged`), or on Spark executors (a :class:`StagedBatchApplier`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from airflow_trident.batch.process import ProcessSteps
+from airflow_trident.coordination.coordinator import BatchPlan
+from airflow_trident.errors import BatchIncompleteError, ConfigurationError
+from airflow_trident.runtime.local import run_commit_phase
+from airflow_trident.runtime.result import Partitions, ProcessResult, StagedState
+from airflow_trident.spout.executor import PartitionedBatches
+from airflow_trident.spout.opaque import StaleBatchError
+from airflow_trident.state.bracket import apply_in_commit
+
+__all__ = ["CommitSteps", "MemoryBatch", "StagedBatchApplier"]
+
+log = logging.getLogger(__name__)
+
+
+class StagedBatchApplier(Protocol):
+    """Applies a verified staged batch to the states: here (:class:`BatchSteps` itself) or on
+    Spark executors (``airflow_trident.runtime.spark.commit.SparkBatchApplier``)."""
+
+    def apply_staged(
+        self, plan: BatchPlan, manifest: Mapping[str, Any], *, revert: bool = True
+    ) -> dict[str, Partitions]:
+        """Apply every staged partition in its own state commit; the new values by state.
+        ``revert``: first put back opaque keys an earlier attempt of the txid wrote and this
+        one does not (only needed when an earlier commit of the txid started)."""
+        ...
+
+    def reprocess(self, txid: int) -> Mapping[str, Any]:
+        """Process ``txid`` again (a new attempt) and stage it; return the manifest."""
+        ...
+
+
+class MemoryBatch:
+    """A :class:`StagedBatchApplier` over a batch processed in this process (no staging):
+    what :meth:`~airflow_trident.batch.steps.BatchSteps.run_batch` commits."""
+
+    def __init__(self, steps: CommitSteps, result: ProcessResult) -> None:
+        self.steps = steps
+        self.result = result
+
+    def manifest(self) -> dict[str, Any]:
+        """The parts of a manifest the commit summary reads."""
+        return {
+            "emitted": self.result.emitted,
+            "states": {n: {"files": [{"rows": s.rows}]} for n, s in self.result.staged.items()},
+        }
+
+    def apply_staged(
+        self, plan: BatchPlan, manifest: Mapping[str, Any], *, revert: bool = True
+    ) -> dict[str, Partitions]:
+        return self.steps.apply_result(plan.txid, self.result.staged, revert=revert)
+
+    def reprocess(self, txid: int) -> Mapping[str, Any]:
+        _, self.result = self.steps.process_in_memory(txid)
+        return self.manifest()
+
+
+class CommitSteps(ProcessSteps):
+    """Commit a processed batch strictly after the one before it."""
+
+    def commit(
+        self,
+        txid: int,
+        *,
+        applier: StagedBatchApplier | None = None,
+        reprocess_stale: bool = True,
+    ) -> dict[str, Any]:
+        """Verify batch ``txid``'s staged results and apply them, strictly after ``txid - 1``.
+
+        ``applier`` applies the staged partitions to the states: by default here, one state
+        commit per partition (:meth:`apply_staged`); a Spark applier does it on executors. A
+        txid already committed changes nothing (a cleared, committed run is a no-op). An
+        opaque batch built on an earlier batch that was since re-emitted differently is
+        re-processed (the applier's ``reprocess``, a new attempt) before it commits: no manual
+        clearing.
+        """
+        if self.store.committed_txid() >= txid:
+            # before plan(): an old txid's attempt may have been rotated away (a cleared or
+            # backfilled run of a committed txid must still succeed, changing nothing)
+            self._record_if_missing(txid)
+            return {
+                "txid": txid,
+                "applied": False,
+                "reason": "already committed",
+                "committed_txid": self.store.committed_txid(),
+            }
+        plan = self.plan(txid)
+        manifest = self.staging.verified_manifest(plan.attempt, plan.metas)
+        return self._commit(plan, manifest, applier or self, reprocess_stale=reprocess_stale)
+
+    def _commit(
+        self,
+        plan: BatchPlan,
+        manifest: Mapping[str, Any],
+        applier: StagedBatchApplier,
+        *,
+        reprocess_stale: bool,
+    ) -> dict[str, Any]:
+        """Apply ``plan`` through ``applier`` and advance the committed txid; a stale opaque
+        batch is re-processed once (a new attempt) and committed again."""
+        txid = plan.txid
+        new_values: dict[str, Partitions] = {}
+
+        def apply_batch() -> None:
+            # state can hold an earlier attempt's writes of this txid only if an earlier commit
+            # of it started: then (only) opaque keys it wrote and this one does not are reverted
+            revert = self.store.mark_commit_started(txid)
+            new_values.update(applier.apply_staged(plan, manifest, revert=revert))
+
+        try:
+            outcome = self.coordinator.commit_applied_by(plan, apply_batch)
+        except StaleBatchError as exc:
+            if not reprocess_stale:
+                raise
+            log.warning("%s; re-processing txid %d before its commit", exc, txid)
+            applier.reprocess(txid)
+            if isinstance(applier, MemoryBatch):  # nothing staged: commit from memory
+                return self._commit(
+                    self.plan(txid), applier.manifest(), applier, reprocess_stale=False
+                )
+            return self.commit(txid, applier=applier, reprocess_stale=False)
+        if outcome.applied:
+            run_commit_phase(self.processor, txid, new_values)
+        summary, archive = self._summary(plan, manifest, applied=outcome.applied)
+        if outcome.applied and self.ledger is not None:
+            self.ledger.record(summary, archive)
+        # what a user reads first after a commit (XCom, log): where the topology stands now
+        summary["committed_txid"] = txid if outcome.applied else self.store.committed_txid()
+        log.info("txid %d committed: %s", txid, summary)
+        return summary
+
+    def _record_if_missing(self, txid: int) -> None:
+        """A commit that died between ZooKeeper's compare-and-set and its ledger row: write the
+        row from the staged batch, when it is still there (else the ledger keeps the hole)."""
+        if self.ledger is None or self.ledger.batch_meta(self.topology.name, txid) is not None:
+            return
+        try:
+            plan = self.plan(txid)
+            manifest = self.staging.read_manifest(plan.attempt)
+        except (BatchIncompleteError, ConfigurationError) as exc:
+            log.warning("txid %d is committed but has no ledger row, and cannot get one: %s",
+                        txid, exc)  # fmt: skip
+            return
+        summary, archive = self._summary(plan, manifest, applied=True)
+        self.ledger.record(summary, archive)
+        log.warning("txid %d was committed without its ledger row: recorded now", txid)
+
+    def _summary(
+        self, plan: BatchPlan, manifest: Mapping[str, Any], *, applied: bool
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The commit summary (XCom, logs, ledger) and the batch archive of ``plan``."""
+        txid = plan.txid
+        summary = {
+            "topology": self.topology.name,
+            "txid": txid,
+            "attempt_id": plan.attempt.attempt_id,
+            "applied": applied,
+            "records_in": sum(sum(p.values()) for p in manifest["emitted"].values()),
+            "emitted": manifest["emitted"],
+            "keys_written": {
+                name: sum(f["rows"] for f in entry["files"])
+                for name, entry in manifest["states"].items()
+            },
+            "metas": dict(plan.metas),
+        }
+        archive = self.archived_batch(plan)
+        summary["partitions"] = {
+            name: entry["partitions"]
+            for name, entry in archive["spouts"].items()
+            if "partitions" in entry
+        }
+        return summary, archive
+
+    def archived_batch(self, plan: BatchPlan) -> dict[str, Any]:
+        """What replays batch ``plan.txid`` later (kept in the ledger): each spout's metadata
+        and, for partitioned spouts, each partition's."""
+        spouts: dict[str, Any] = {}
+        for name, spout in self.coordinator.spouts.items():
+            entry: dict[str, Any] = {"meta": plan.metas[name]}
+            if isinstance(spout, PartitionedBatches):
+                entry["partitions"] = spout.batch_partitions(plan.txid, plan.metas[name])
+            spouts[name] = entry
+        return {"spouts": spouts}
+
+    def apply_staged(
+        self, plan: BatchPlan, manifest: Mapping[str, Any], *, revert: bool | None = None
+    ) -> dict[str, Partitions]:
+        """Apply every staged partition of ``manifest`` here, each in its own state commit
+        (without the compare-and-set of the committed txid); return the new values by state
+        (the worker-side :class:`StagedBatchApplier`). ``revert=None``: record that a commit
+        of the txid started and revert only if one had before (see :meth:`apply_result`)."""
+        if revert is None:
+            revert = self.store.mark_commit_started(plan.txid)
+        return self.apply_result(plan.txid, self.staging.read_states(manifest), revert=revert)
+
+    def apply_result(
+        self,
+        txid: int,
+        staged: Mapping[str, StagedState],
+        *,
+        only: frozenset[str] | None = None,
+        revert: bool = True,
+    ) -> dict[str, Partitions]:
+        """Apply batch ``txid``'s ``staged`` rows (of the states in ``only``, default all) to
+        the states, each partition in its own state commit; return the new values by state.
+
+        With ``revert``, an opaque state first gets back, for the keys an earlier attempt of
+        ``txid`` wrote and this one does not, its value before ``txid``
+        (:meth:`~airflow_trident.runtime.commit.StateCommitter.revert_unwritten`).
+        """
+        chosen = {n: s for n, s in staged.items() if only is None or n in only}
+        for name, stage in chosen.items() if revert else ():
+            self.committer.revert_unwritten(txid, name, self.committer.written_keys(stage))
+        states = self.committer.make_states(chosen)
+        new_values: dict[str, Partitions] = {}
+        for state, apply in self.committer.updates(chosen, states, new_values):
+            apply_in_commit(txid, state, apply)
+        return new_values
