@@ -12,6 +12,9 @@ True
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 __all__ = [
     "BatchFailedError",
     "BatchIncompleteError",
@@ -38,6 +41,8 @@ __all__ = [
     "TopologyError",
     "TridentError",
     "UnknownStateTypeError",
+    "decode_error",
+    "encode_error",
 ]
 
 
@@ -144,3 +149,45 @@ class DRPCArgumentsError(DRPCError, ValueError):
 class DRPCCommitInProgressError(DRPCError, ConnectionError):
     """A DRPC request that needs a value a commit in progress is writing and whose committed
     value the state does not keep (transactional state without ``prev``); retry (HTTP 503)."""
+
+
+# -- one codec for errors that cross a process (a Spark worker -> its driver, a Spark job -> its
+#    Airflow task): the error arrives as the same TridentError subclass, with its message
+
+
+def encode_error(exc: BaseException, *, limit: int = 4000) -> dict[str, str]:
+    """``exc`` as JSON-ready ``{"type", "message"}``; an error not ours keeps its class name in
+    the message.
+
+    >>> encode_error(StateBehindError("state 'c' is at txid 2"))
+    {'type': 'StateBehindError', 'message': "state 'c' is at txid 2"}
+    >>> encode_error(KeyError("w"))
+    {'type': 'KeyError', 'message': "KeyError: 'w'"}
+    """
+    message = str(exc) if isinstance(exc, TridentError) else f"{type(exc).__name__}: {exc}"
+    return {"type": type(exc).__name__, "message": message[:limit]}
+
+
+def decode_error(report: Mapping[str, Any]) -> TridentError:
+    """The error :func:`encode_error` described: the :class:`TridentError` subclass of that
+    name (any loaded one, e.g. ``StaleBatchError``), else a :class:`BatchFailedError`.
+
+    >>> err = decode_error(encode_error(StateBehindError("behind")))
+    >>> type(err).__name__, str(err)
+    ('StateBehindError', 'behind')
+    >>> type(decode_error({"type": "KeyError", "message": "KeyError: 'w'"})).__name__
+    'BatchFailedError'
+    """
+    name = str(report.get("type"))
+    cls: type[TridentError] = _error_classes().get(name, BatchFailedError)
+    return cls(str(report.get("message", "")))
+
+
+def _error_classes() -> dict[str, type[TridentError]]:
+    found: dict[str, type[TridentError]] = {}
+    todo: list[type[TridentError]] = [TridentError]
+    while todo:
+        cls = todo.pop()
+        found.setdefault(cls.__name__, cls)
+        todo.extend(cls.__subclasses__())
+    return found

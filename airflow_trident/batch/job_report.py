@@ -31,8 +31,7 @@ from collections.abc import Callable, Sequence
 
 from pyarrow import fs
 
-from airflow_trident import errors
-from airflow_trident.errors import BatchFailedError, TridentError
+from airflow_trident.errors import TridentError, decode_error, encode_error
 from airflow_trident.names import encode_segment
 from airflow_trident.runtime.staging import StagingArea
 
@@ -54,8 +53,7 @@ def write_job_error(
     """Record ``exc`` as the error of the ``step`` job of ``txid`` (best effort: a report that
     cannot be written is logged, never raised over the job's own error)."""
     filesystem, path = _path(staging_root, reference, txid, step)
-    message = str(exc) if isinstance(exc, TridentError) else f"{type(exc).__name__}: {exc}"
-    report = {"type": type(exc).__name__, "message": message[:_MAX_MESSAGE]}
+    report = encode_error(exc, limit=_MAX_MESSAGE)
     try:
         filesystem.create_dir(path.rsplit("/", 1)[0], recursive=True)
         with filesystem.open_output_stream(path) as out:
@@ -66,17 +64,15 @@ def write_job_error(
 
 def read_job_error(staging_root: str, reference: str, txid: int, step: str) -> TridentError | None:
     """The error the ``step`` job of ``txid`` reported, as the same :class:`TridentError`
-    subclass (a :class:`BatchFailedError` for any other exception), or ``None``."""
+    subclass (a ``BatchFailedError`` for any other exception; see
+    :func:`~airflow_trident.errors.decode_error`), or ``None``."""
     filesystem, path = _path(staging_root, reference, txid, step)
     try:
         with filesystem.open_input_stream(path) as stream:
             report = json.loads(stream.read())
     except (OSError, ValueError):
         return None
-    cls = getattr(errors, str(report.get("type")), None)
-    if not (isinstance(cls, type) and issubclass(cls, TridentError)):
-        cls = BatchFailedError
-    return cls(str(report.get("message", "")))
+    return decode_error(report)
 
 
 def clear_job_error(staging_root: str, reference: str, txid: int, step: str) -> None:

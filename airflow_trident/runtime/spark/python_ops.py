@@ -34,8 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark import TaskContext
 
-from airflow_trident import errors
-from airflow_trident.errors import BatchFailedError, FailedException, TridentError
+from airflow_trident.errors import BatchFailedError, FailedException, TridentError, decode_error
 from airflow_trident.graph import EachNode, FilterNode, PersistNode, SpoutNode
 from airflow_trident.planner.plan import ExecutionPlan, Op, Stage
 from airflow_trident.runtime.commit import query_state
@@ -81,10 +80,7 @@ def batch_failure(exc: BaseException, txid: int) -> TridentError:
     worker's own error when it carried one, else a :class:`BatchFailedError`."""
     found = _FAILURE.search(str(exc))
     if found is not None:
-        cls = getattr(errors, found.group(1), None)
-        if not (isinstance(cls, type) and issubclass(cls, TridentError)):
-            cls = BatchFailedError
-        return cls(found.group(2))
+        return decode_error({"type": found.group(1), "message": found.group(2)})
     first = next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
     msg = (
         f"Spark failed processing batch txid {txid}: {first[:500]}; the batch is not "
