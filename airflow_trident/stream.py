@@ -4,6 +4,11 @@ Every method adds a node to the topology and returns a new handle; nothing runs.
 Trident: ``each`` appends its output fields, aggregations replace the fields with (group fields
 and) their outputs, ``project`` keeps some. Unknown fields fail at once, naming the step.
 
+This module is long on purpose: it is the whole handle side of Trident's stream API, whose three
+handles return each other (a ``Stream`` groups into a ``GroupedStream``, which aggregates back
+into a ``Stream`` or persists into a ``TridentState``); split, they would import each other in a
+circle. The graph they grow is reached through :class:`~airflow_trident.graph.GraphBuilder`.
+
 Examples
 --------
 >>> from airflow_trident.operation import Count, Split, Sum

@@ -5,6 +5,11 @@ every result is checked (kazoo returns failures instead of raising). Public meth
 ``_inner_*`` twin under ``client.retry``, and each ``_inner_*`` is safe to run twice: a write that
 may have landed before a connection loss is recognised on the re-run.
 
+It is long on purpose: it is the one place that knows the ZooKeeper layout's invariants (txid
+allocation with run bindings, attempts, commit markers, the committed txid with its token and
+the opaque spouts' committed metadata in one transaction, rotation); callers see
+:class:`~airflow_trident.coordination.protocol.CoordinatorStoreProtocol`.
+
 Examples
 --------
 >>> import os
