@@ -15,7 +15,7 @@ adds success and whole in-process batches.
 
 * :meth:`BatchSteps.begin` binds the run to a txid and stores the batch metadata;
 * :meth:`BatchSteps.emit` / :meth:`BatchSteps.process_local` emit the batch (a new attempt) and
-  run the processing phase (in-process here; ``runtime.spark_job`` does it on Spark) and stage
+  run the processing phase (in-process here; ``batch.spark_job`` does it on Spark) and stage
   results;
 * :meth:`BatchSteps.commit` verifies the staged results and applies them in txid order
   (:meth:`BatchSteps.run_batch` does begin to success in-process, committing from memory);
