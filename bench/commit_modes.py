@@ -19,10 +19,16 @@ import os
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 import sqlalchemy as sa
 
-REFERENCE = "airflow_trident.testing.topologies:bench_counts"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests/
+from tests.harness import export_project_path
+
+export_project_path()  # Airflow tasks and Spark's Python workers load tests.harness's topologies
+
+REFERENCE = "tests.harness.topologies:bench_counts"
 
 
 def main() -> int:
@@ -37,8 +43,8 @@ def main() -> int:
         return 2
     os.environ["TRIDENT_STATE_URL"] = url  # before the JVM starts: its workers inherit it
 
-    from airflow_trident.batch.steps import BatchSteps
     from airflow_trident.attempt import TransactionAttempt
+    from airflow_trident.batch.steps import BatchSteps
     from airflow_trident.coordination.coordinator import BatchPlan
     from airflow_trident.coordination.memory import MemoryCoordinatorStore
     from airflow_trident.runtime.reference import cached_topology
@@ -46,7 +52,7 @@ def main() -> int:
     from airflow_trident.runtime.spark.commit import SparkBatchApplier
     from airflow_trident.runtime.spark.session import local_session
     from airflow_trident.runtime.staging import StagingArea
-    from airflow_trident.testing.topologies import BENCH_TABLE
+    from tests.harness.topologies import BENCH_TABLE
 
     topology = cached_topology(REFERENCE)
     staging = StagingArea(tempfile.mkdtemp(prefix="trident-commit-modes-"), topology.name)

@@ -34,7 +34,12 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-REFERENCE = "airflow_trident.testing.topologies:e2e_word_count"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests/
+from tests.harness import export_project_path
+
+export_project_path()  # Airflow tasks and Spark's Python workers load tests.harness's topologies
+
+REFERENCE = "tests.harness.topologies:e2e_word_count"
 ZK_ROOT = "/trident_bench_connect_commit"
 
 
@@ -57,8 +62,8 @@ def main() -> int:
     from airflow_trident.operators.submit import SPARK_JOB, job_arguments, job_conf
     from airflow_trident.runtime.reference import load_topology
     from airflow_trident.runtime.spark.session import remote_session
-    from airflow_trident.testing.connect import running_connect_server
-    from airflow_trident.testing.topologies import E2E_DATA
+    from tests.harness.connect import running_connect_server
+    from tests.harness.topologies import E2E_DATA
 
     work = Path(tempfile.mkdtemp(prefix="trident-connect-commit-"))
     staging_root = str(work / "staging")

@@ -36,6 +36,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests/
+from tests.harness import export_project_path
+
+export_project_path()  # Airflow tasks and Spark's Python workers load tests.harness's topologies
+
 BENCH_DIR = Path(__file__).resolve().parent
 TABLE_ENV = "BENCH_DRPC_TABLE"
 ZK_ROOT = "/trident_bench_drpc"
@@ -164,7 +169,7 @@ dag = trident_dag({REFERENCE!r}, dag_id={DAG_ID!r}, schedule=None,
 def bench_http(
     env: dict[str, str], work: Path, n_keys: int, queries: int, rng: random.Random
 ) -> tuple[float, float]:
-    from airflow_trident.testing.airflow import prepare_airflow_home
+    from tests.harness.airflow import prepare_airflow_home
 
     dags = work / "dags"
     dags.mkdir()

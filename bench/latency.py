@@ -36,14 +36,18 @@ from collections import defaultdict
 from datetime import datetime
 from pathlib import Path
 
-from airflow_trident.testing.airflow import AirflowHome, prepare_airflow_home, run_dag_test
-from airflow_trident.testing.connect import running_connect_server
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests/
+from tests.harness import export_project_path
+from tests.harness.airflow import AirflowHome, prepare_airflow_home, run_dag_test
+from tests.harness.connect import running_connect_server
+
+export_project_path()  # Airflow tasks and Spark's Python workers load tests.harness's topologies
 
 DAG = """
 from airflow_trident.dag import trident_dag
-dag = trident_dag("airflow_trident.testing.topologies:e2e_word_count", dag_id="bench_latency",
+dag = trident_dag("tests.harness.topologies:e2e_word_count", dag_id="bench_latency",
                   spark_conn_id="spark_local", retries=0, layout="{layout}")
-connect = trident_dag("airflow_trident.testing.topologies:e2e_word_count",
+connect = trident_dag("tests.harness.topologies:e2e_word_count",
                       dag_id="bench_latency_connect", process_mode="connect",
                       spark_connect_conn_id="bench_connect", retries=0, layout="{layout}")
 """

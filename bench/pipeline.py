@@ -5,7 +5,7 @@ once before Airflow; ``submit`` runs a ``spark-submit`` per batch.
 
 One Airflow (scheduler, DAG processor, triggerer, API server; LocalExecutor with
 ``--parallelism`` worker slots) on a fresh PostgreSQL metadata database serves two DAGs of the
-same small word-count topology (``airflow_trident.testing.topologies:e2e_word_count``), each
+same small word-count topology (``tests.harness.topologies:e2e_word_count``), each
 with its own topology name and state table: ``max_active_batches=1`` (serial) and
 ``max_active_batches=4`` (pipelined). Each phase triggers ``--batches`` runs at once and waits
 for them; its rate is batches / (last run's end - first run's queue time). The phases run one
@@ -37,9 +37,13 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from airflow_trident.testing.connect import running_connect_server
-from airflow_trident.testing.scheduler import AirflowCluster, RunInfo, running_airflow
-from airflow_trident.testing.topologies import e2e_expected_counts as expected
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests/
+from tests.harness import export_project_path
+from tests.harness.connect import running_connect_server
+from tests.harness.scheduler import AirflowCluster, RunInfo, running_airflow
+from tests.harness.topologies import e2e_expected_counts as expected
+
+export_project_path()  # Airflow tasks and Spark's Python workers load tests.harness's topologies
 
 # The topology name comes from TRIDENT_TEST_TOPOLOGY; the DAG file sets it, so that the task
 # processes (which parse this file first) and their spark-submit children see this DAG's name.
@@ -50,7 +54,7 @@ os.environ["TRIDENT_TEST_TOPOLOGY"] = "{topology}"
 from airflow_trident.dag import trident_dag
 
 dag = trident_dag(
-    "airflow_trident.testing.topologies:e2e_word_count",
+    "tests.harness.topologies:e2e_word_count",
     dag_id="{dag_id}",
     schedule=None,
     max_active_batches={batches},

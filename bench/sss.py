@@ -51,6 +51,11 @@ from typing import Any
 
 import sqlalchemy as sa
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests/
+from tests.harness import export_project_path
+
+export_project_path()  # Airflow tasks and Spark's Python workers load tests.harness's topologies
+
 PARTITIONS = 4
 WORDS_PER_SENTENCE = 10
 ZK_ROOT = "/trident_bench_sss"
@@ -300,7 +305,7 @@ def main() -> int:
 
     from airflow_trident.batch.lifecycle import zookeeper_batch_steps
     from airflow_trident.coordination.client import ZkConfig, connect
-    from airflow_trident.testing.connect import running_connect_server
+    from tests.harness.connect import running_connect_server
 
     tag = uuid.uuid4().hex[:8]
     sss_sides = [side for side in ("connect", "local") if side in args.sss.split(",")]

@@ -5,6 +5,9 @@
 # `airflow providers list`, the docs URL in its metadata. ~90 s with a warm pip cache.
 # Usage: bash scripts/check-package.sh [VENV_DIR]   (default /tmp/trident-pkgcheck)
 set -euo pipefail
+# scripts/env.sh puts the source tree on PYTHONPATH (for tests/harness): it would shadow the
+# installed package under test.
+unset PYTHONPATH
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${1:-/tmp/trident-pkgcheck}"
 SRC="$(mktemp -d)"

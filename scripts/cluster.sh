@@ -30,6 +30,9 @@ PORT_BASE="${TRIDENT_CLUSTER_PORT_BASE:-17000}"
 PIDS="$CLUSTER_DIR/pids"
 LOGS="$CLUSTER_DIR/logs"
 READY_TIMEOUT_S=90
+# Executors and Celery workers load topologies by module reference; the cluster tests' live in
+# tests/harness (not installed): the project root goes on the PYTHONPATH every process inherits.
+export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
 
 SPARK_PORT=$((PORT_BASE + 77))
 SPARK_UI_PORT=$((PORT_BASE + 80))
@@ -182,7 +185,7 @@ zk_serving() { # every node is a leader or a follower
         case "$(zk_mode "$i")" in leader | follower) ;; *) return 1 ;; esac
     done
 }
-zk_config() { # <node>: the same settings as airflow_trident.testing.servers.ZooKeeperEnsembleNode
+zk_config() { # <node>: the same settings as tests.harness.servers.ZooKeeperEnsembleNode
     local i="$1" dir="$CLUSTER_DIR/zookeeper/node$1" j
     mkdir -p "$dir/data"
     echo "$i" >"$dir/data/myid"

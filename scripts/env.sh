@@ -7,3 +7,6 @@ bash scripts/services.sh start
 eval "$(bash scripts/services.sh env)"
 export SPARK_LOCAL_IP=127.0.0.1
 export PATH="$ROOT/.venv/bin:$PATH"
+# The test harness (tests/harness, not installed) and its topologies, which tests and bench ship
+# by module reference to Airflow tasks, spark-submit and Spark's Python workers.
+export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"

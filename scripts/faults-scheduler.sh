@@ -5,7 +5,7 @@
 # DAG's coordinator and state database), clears committed runs and a failed one through the REST
 # API (the UI's Clear) and backfills committed txids with `airflow-trident backfill`. The final
 # states must equal the reference computed from the source data, key by key, and the commit
-# ledger must hold txids 1..N. See airflow_trident/testing/scheduler_faults.py.
+# ledger must hold txids 1..N. See tests/harness/scheduler_faults.py.
 #
 #   bash scripts/faults-scheduler.sh                        # 50 batches, random seed (printed)
 #   bash scripts/faults-scheduler.sh --seed 7 --batches 60  # replay a seed, more batches
@@ -16,5 +16,5 @@ set -euo pipefail
 # shellcheck source=scripts/env.sh
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 # -o: the lock is not inherited by the servers it starts (a leaked daemon would hold it for ever)
-exec flock -o /tmp/heavy.lock .venv/bin/python -m airflow_trident.testing.scheduler_faults \
+exec flock -o /tmp/heavy.lock .venv/bin/python -m tests.harness.scheduler_faults \
     --batches 50 "$@"

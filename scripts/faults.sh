@@ -7,7 +7,8 @@
 # session expiry, kill -9 of a step in a child process, two committers on one txid, retries and
 # clears of any step, and kill -9 + restart of a private ZooKeeper and a private PostgreSQL (the
 # state database). The shared services are never restarted.
-# See airflow_trident/testing/schedule.py.
+# See airflow_trident/testing/schedule.py (the schedules) and tests/harness/fault_schedule.py
+# (this command line, which starts the private servers).
 #
 #   bash scripts/faults.sh                                   # 200 batches each, random seed
 #   bash scripts/faults.sh --seed 7 --batches 300            # replay a seed, more batches
@@ -19,5 +20,5 @@
 set -euo pipefail
 # shellcheck source=scripts/env.sh
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
-exec flock /tmp/heavy.lock .venv/bin/python -m airflow_trident.testing.schedule \
+exec flock /tmp/heavy.lock .venv/bin/python -m tests.harness.fault_schedule \
     --batches 200 --private-zk --private-pg "$@"

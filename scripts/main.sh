@@ -3,4 +3,4 @@
 set -euo pipefail
 # shellcheck source=scripts/env.sh
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
-exec .venv/bin/python -m airflow_trident.examples.run_dag "$@"
+exec .venv/bin/python -m tests.harness.run_dag "$@"

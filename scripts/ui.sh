@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Look at the main job's runs in the Airflow UI (http://127.0.0.1:8080; the login is printed).
 # Run after `bash scripts/main.sh`; Ctrl-C stops the servers. Arguments go to
-# airflow_trident.examples.ui (--port, --work-dir, --check).
+# tests.harness.main_ui (--port, --work-dir, --check).
 set -euo pipefail
 # shellcheck source=scripts/env.sh
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
-exec .venv/bin/python -m airflow_trident.examples.ui "$@"
+exec .venv/bin/python -m tests.harness.main_ui "$@"

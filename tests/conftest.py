@@ -2,6 +2,11 @@
 
 Integration tests read ``TRIDENT_ZK_HOSTS`` and ``TRIDENT_PG_URL`` (``scripts/test.sh`` exports
 both); without them they are skipped with a message saying how to start the services.
+
+The project root goes on ``PYTHONPATH`` first thing: tests ship topologies of
+:mod:`tests.harness` by reference (``tests.harness.topologies:e2e_word_count``) to processes that
+import them — Airflow tasks, ``spark-submit`` and Spark's Python workers, the scheduler's
+components, the Spark Connect server — and ``tests`` is not installed.
 """
 
 from __future__ import annotations
@@ -22,6 +27,9 @@ from airflow_trident.coordination.client import ZkConfig, connect
 from airflow_trident.coordination.paths import CoordinatorPaths
 from airflow_trident.coordination.store import CoordinatorStore
 from airflow_trident.state.map.backing import reset_memory_stores
+from tests.harness import export_project_path
+
+export_project_path()  # before any test starts a process that imports tests.harness
 
 
 @pytest.fixture(autouse=True)

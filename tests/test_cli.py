@@ -26,7 +26,7 @@ from airflow_trident.coordination.client import ZkConfig
 from airflow_trident.coordination.paths import CoordinatorPaths
 from airflow_trident.coordination.store import CoordinatorStore
 from airflow_trident.errors import ConfigurationError
-from airflow_trident.testing.airflow import AirflowHome, prepare_airflow_home, run_airflow
+from tests.harness.airflow import AirflowHome, prepare_airflow_home, run_airflow
 
 # -- the plan (no I/O) ----------------------------------------------------------------------------
 
@@ -79,7 +79,7 @@ from airflow_trident.dag import trident_dag
 
 for dag_id in {DAG_IDS!r}:
     globals()[dag_id] = trident_dag(
-        "airflow_trident.testing.topologies:e2e_word_count", dag_id=dag_id,
+        "tests.harness.topologies:e2e_word_count", dag_id=dag_id,
         spark_conn_id="spark_local",
     )
 """

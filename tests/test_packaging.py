@@ -1,5 +1,6 @@
 """Packaging: dependency ranges that let users upgrade, psycopg only in the `postgres` extra, a
-deliberate pandas range, the LICENSE, the CHANGELOG, the documentation URL, and one `pyspark`.
+deliberate pandas range, the LICENSE, the CHANGELOG, the documentation URL, one `pyspark`, and
+a wheel that holds the product only (not the test harness of ``tests/harness``).
 
 The fresh-virtualenv install itself (pip resolving these ranges, `airflow providers list`) is
 `bash scripts/check-package.sh` (about 90 s with a warm pip cache; not part of the suite).
@@ -7,9 +8,11 @@ The fresh-virtualenv install itself (pip resolving these ranges, `airflow provid
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import tomllib
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -20,6 +23,22 @@ from airflow_trident.errors import ConfigurationError
 from airflow_trident.get_provider_info import DOCUMENTATION_URL, get_provider_info
 
 ROOT = Path(__file__).resolve().parents[1]
+HARNESS = [
+    "airflow",
+    "ui",
+    "scheduler",
+    "scheduler_faults",
+    "servers",
+    "connect",
+    "spark_cluster",
+    "status",
+    "sinks",
+    "commit_faults",
+    "file_log",
+    "topologies",
+]
+"""Modules of the test harness that moved from ``airflow_trident/testing`` to ``tests/harness``."""
+_NOT_SOURCES = (".git", ".venv", ".work", "build", "*.egg-info", "__pycache__", ".*_cache")
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 REQUIREMENTS = {Requirement(r).name.lower(): Requirement(r) for r in PROJECT["dependencies"]}
 
@@ -101,3 +120,52 @@ def test_overwritten_pyspark_files_are_refused(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(pyspark, "__version__", "4.2.0")
     with pytest.raises(ConfigurationError, match="--force-reinstall --no-deps pyspark=="):
         check_pyspark_files()
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
+    """The wheel ``pip wheel`` builds from a copy of the tree (as ``scripts/check-package.sh``
+    installs it; pip would leave ``build/`` behind in the tree itself). A few seconds."""
+    work = tmp_path_factory.mktemp("wheel")
+    source = work / "src"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(*_NOT_SOURCES))
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(work / "out"),
+         str(source)],
+        capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    (built,) = (work / "out").glob("airflow_trident-*.whl")
+    return zipfile.ZipFile(built)
+
+
+def test_the_wheel_holds_the_product_not_the_test_harness(wheel: zipfile.ZipFile) -> None:
+    names = set(wheel.namelist())
+    # the public testing API and the DAGs' example topologies ship
+    for kept in ("testing/faults.py", "testing/fault_points.py", "testing/schedule.py",
+                 "testing/fault_topology.py", "testing/forked.py", "examples/topologies.py",
+                 "examples/file_log.py", "py.typed"):  # fmt: skip
+        assert f"airflow_trident/{kept}" in names
+    # the harness does not, nor the main job's runner, nor the dead word count
+    moved = [f"airflow_trident/testing/{m}.py" for m in HARNESS] + [
+        f"airflow_trident/examples/{m}.py" for m in ("run_dag", "ui", "word_count")
+    ]
+    assert sorted(names & set(moved)) == []
+    assert [n for n in names if n.startswith(("tests/", "bench/", "dags/"))] == []
+
+
+def test_the_shipped_testing_and_examples_import_neither_each_other_nor_the_harness(
+    wheel: zipfile.ZipFile,
+) -> None:
+    shipped = [
+        n
+        for n in wheel.namelist()
+        if n.startswith(("airflow_trident/testing/", "airflow_trident/examples/"))
+    ]
+    for name in shipped:
+        text = wheel.read(name).decode()
+        other = "examples" if "/testing/" in name else "testing"
+        imports = [
+            line for line in text.splitlines() if line.lstrip().startswith(("from ", "import "))
+        ]
+        assert [i for i in imports if f"airflow_trident.{other}" in i or "tests." in i] == [], name

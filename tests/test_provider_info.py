@@ -14,7 +14,7 @@ import pytest
 
 from airflow_trident import __version__
 from airflow_trident.get_provider_info import get_provider_info
-from airflow_trident.testing.airflow import AirflowHome, prepare_airflow_home, run_airflow
+from tests.harness.airflow import AirflowHome, prepare_airflow_home, run_airflow
 
 CONNECTION_TYPES = {
     "trident_zookeeper": "airflow_trident.hooks.zookeeper.ZooKeeperHook",

@@ -19,8 +19,8 @@ from airflow_trident.batch.ledger import CommitLedger
 from airflow_trident.coordination.client import ZkConfig, connect
 from airflow_trident.coordination.paths import CoordinatorPaths
 from airflow_trident.coordination.store import CoordinatorStore
-from airflow_trident.testing.airflow import AirflowHome, prepare_airflow_home
-from airflow_trident.testing.status import (
+from tests.harness.airflow import AirflowHome, prepare_airflow_home
+from tests.harness.status import (
     STATUS_DAG_FILE,
     run_batches,
     status_env,
@@ -132,7 +132,7 @@ def test_connections_stored_in_the_metadata_database_are_found(
 ) -> None:
     # Given a home whose connections live in its metadata database only (as the main job and
     # the UI leave them), no AIRFLOW_CONN_* variables
-    from airflow_trident.testing.ui import store_connections
+    from tests.harness.ui import store_connections
 
     (tmp_path / "dags").mkdir()
     (tmp_path / "dags" / "status_dags.py").write_text(STATUS_DAG_FILE)

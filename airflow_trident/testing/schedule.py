@@ -15,11 +15,16 @@ FaultTopology`); the first txid where a key differs is reported with its seed, k
 stored value. At the end faults stop, every partition becomes readable, and batches run until the
 data is exhausted: the final states must equal the reference of all the data.
 
-Every random choice comes from ``random.Random(seed)``, so a schedule replays with::
+Every random choice comes from ``random.Random(seed)``, so a schedule replays from the
+:class:`ScheduleConfig` its report prints (timing-dependent outcomes, such as which of two
+committers wins, may still differ).
 
-    python -m airflow_trident.testing.schedule --seed S --batches N --combo tx-opaque
-
-(timing-dependent outcomes, such as which of two committers wins, may still differ).
+Server restarts (``zk_restart``, ``pg_restart``) need servers that may be killed: the caller
+starts throw-away ones and passes their handles (anything with ``restart()``:
+:class:`RestartableServer`) with their address (``zk_hosts``, ``state_url``). Without a handle
+that fault kind is not used; a shared server is never restarted. (The project's own command
+line, which starts private servers, is ``python -m tests.harness.fault_schedule`` in the
+source tree: ``bash scripts/faults.sh``.)
 
 Example (needs ZooKeeper; ~10 s)::
 
@@ -29,22 +34,20 @@ Example (needs ZooKeeper; ~10 s)::
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import functools
 import logging
 import os
 import random
-import sys
 import tempfile
 import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from airflow_trident.batch.steps import BatchSteps
 from airflow_trident.coordination.client import ZkConfig, connect
@@ -63,9 +66,8 @@ from airflow_trident.testing.fault_points import FaultInjector, FaultyStore, kil
 from airflow_trident.testing.fault_topology import COMBOS, Difference, FaultTopology, SourceData
 from airflow_trident.testing.faults import expire_session
 from airflow_trident.testing.forked import forget_inherited_engine, run_forked
-from airflow_trident.testing.servers import PrivatePostgres, PrivateZooKeeper
 
-__all__ = ["FAULT_KINDS", "ScheduleConfig", "ScheduleReport", "main", "run_schedule"]
+__all__ = ["FAULT_KINDS", "RestartableServer", "ScheduleConfig", "ScheduleReport", "run_schedule"]
 
 log = logging.getLogger(__name__)
 
@@ -79,8 +81,8 @@ FAULT_KINDS: dict[str, str] = {
     "spout_emit": "the emitter fails before or after emitting a partition",
     "function": "user code of the processing phase fails",
     "zk_expiry": "the step's ZooKeeper session expires half-way",
-    "zk_restart": "the (private) ZooKeeper server is kill -9-ed and restarted half-way",
-    "pg_restart": "the (private) PostgreSQL state database is kill -9-ed and restarted",
+    "zk_restart": "the ZooKeeper server (the caller's zk_server) is restarted half-way",
+    "pg_restart": "the PostgreSQL state database (the caller's pg_server) is restarted",
     "kill9": "the step runs in a child process that is SIGKILL-ed at a random point",
     "two_committers": "two committers commit the same txid at once",
 }
@@ -109,6 +111,19 @@ _STUCK_TICKS = 400
 _NO_HISTORY = ("store_commit_before", "store_commit_after", "two_committers")
 """Fault kinds that need no hit counts of an earlier run of the step."""
 _NEXT = {"begin": "process", "process": "commit", "commit": "success", "success": "done"}
+
+
+class RestartableServer(Protocol):
+    """A server the ``zk_restart`` / ``pg_restart`` faults restart half-way through a step.
+
+    ``restart()`` kills it (``kill -9`` is the point: no clean shutdown) and starts it again on
+    the same address and data, returning once it answers; it raises if the server does not come
+    back. Pass only throw-away servers started for the schedule (a private process, a
+    container), never a shared one.
+    """
+
+    def restart(self) -> None:
+        """Kill the server and start it again (same address, same data); wait until it answers."""
 
 
 @dataclass(frozen=True)
@@ -165,11 +180,17 @@ class ScheduleConfig:
             raise ConfigurationError(msg)
 
     def replay_command(self) -> str:
-        """The command line that replays this schedule."""
-        return (
-            f"python -m airflow_trident.testing.schedule --seed {self.seed} "
-            f"--batches {self.batches} --combo {self.combo}"
-        )
+        """The configuration that replays this schedule (its fields that are not defaults).
+
+        >>> ScheduleConfig(seed=7, batches=12, faults=frozenset({"kill9"})).replay_command()
+        "ScheduleConfig(seed=7, batches=12, faults=frozenset({'kill9'}))"
+        """
+        changed = [
+            f"{f.name}={getattr(self, f.name)!r}"
+            for f in fields(self)
+            if f.name == "seed" or getattr(self, f.name) != f.default
+        ]
+        return f"ScheduleConfig({', '.join(changed)})"
 
 
 @dataclass
@@ -242,8 +263,8 @@ class _Schedule:
         zk_hosts: str,
         state_url: str,
         workdir: Path,
-        private_zk: PrivateZooKeeper | None,
-        private_pg: PrivatePostgres | None,
+        zk_server: RestartableServer | None,
+        pg_server: RestartableServer | None,
         echo: Callable[[str], None],
     ) -> None:
         self.config = config
@@ -251,13 +272,13 @@ class _Schedule:
         self.zk_hosts = zk_hosts
         self.state_url = state_url
         self.workdir = workdir
-        self.private_zk = private_zk
-        self.private_pg = private_pg
+        self.zk_server = zk_server
+        self.pg_server = pg_server
         self.echo = echo
         allowed = set(config.faults or FAULT_KINDS)
-        if private_zk is None:
+        if zk_server is None:
             allowed.discard("zk_restart")
-        if private_pg is None:
+        if pg_server is None:
             allowed.discard("pg_restart")
         self.kinds = allowed
         self.report = ScheduleReport(config)
@@ -548,25 +569,25 @@ class _Schedule:
             at = rng.randint(1, self._hits(step, "store."))
             arm("store.*", at=at, action=lambda: self._expire(), label=kind)
         elif kind == "zk_restart":
-            assert self.private_zk is not None
+            assert self.zk_server is not None
             at = rng.randint(1, self._hits(step, "store."))
-            zk = self.private_zk
+            zk = self.zk_server
             arm("store.*", at=at, action=lambda: self._restart(zk), label=kind)
         elif kind == "pg_restart":
-            assert self.private_pg is not None
+            assert self.pg_server is not None
             point = rng.choice(
                 ["state.multi_*.before", "state.commit.before", "state.begin_commit.after"]
             )
             at = rng.randint(1, self._hits(step, "state.begin_commit.before"))
-            pg = self.private_pg
+            pg = self.pg_server
             arm(point, at=at, action=lambda: self._restart(pg), label=kind)
 
-    def _restart(self, server: PrivateZooKeeper | PrivatePostgres) -> None:
+    def _restart(self, server: RestartableServer) -> None:
         try:
             server.restart()
-        except RuntimeError as exc:
+        except Exception as exc:
             self._violation(f"restarting {server!r} failed: {exc}")
-            server.start()  # one more chance; if this raises too, the step fails
+            server.restart()  # one more chance; if this raises too, the step fails
 
     def _expire(self) -> None:
         expire_session(self.client)
@@ -710,8 +731,8 @@ def run_schedule(
     zk_hosts: str | None = None,
     state_url: str | None = None,
     workdir: str | Path | None = None,
-    private_zk: PrivateZooKeeper | None = None,
-    private_pg: PrivatePostgres | None = None,
+    zk_server: RestartableServer | None = None,
+    pg_server: RestartableServer | None = None,
     echo: Callable[[str], None] = print,
     keep: bool = False,
 ) -> ScheduleReport:
@@ -720,32 +741,44 @@ def run_schedule(
     Parameters
     ----------
     zk_hosts:
-        ZooKeeper (default: ``private_zk``'s, else ``TRIDENT_ZK_HOSTS``).
+        ZooKeeper (default: ``TRIDENT_ZK_HOSTS``; required with ``zk_server``).
     state_url:
-        State database (default: ``private_pg``'s, else SQLite in ``workdir``).
-    private_zk, private_pg:
-        Private servers the ``zk_restart`` / ``pg_restart`` faults may restart (never a shared
-        server).
+        State database (default: SQLite in ``workdir``; required with ``pg_server``).
+    zk_server, pg_server:
+        Handles of the servers behind ``zk_hosts`` / ``state_url`` that the ``zk_restart`` /
+        ``pg_restart`` faults may restart (:class:`RestartableServer`; never a shared server).
+        Without one, that fault kind is not used.
     keep:
         Keep the ZooKeeper nodes and state tables (they are kept anyway when the report is not
         ok, for inspection).
+
+    Raises
+    ------
+    ConfigurationError
+        Without ZooKeeper, or with a server handle but not its address.
     """
+    if zk_server is not None and not zk_hosts:
+        msg = "zk_server needs zk_hosts: the address of the ZooKeeper it restarts"
+        raise ConfigurationError(msg)
+    if pg_server is not None and not state_url:
+        msg = "pg_server needs state_url: the URL of the database it restarts"
+        raise ConfigurationError(msg)
     with contextlib.ExitStack() as stack:
         if workdir is None:
             workdir = stack.enter_context(tempfile.TemporaryDirectory(prefix="trident-faults-"))
         work = Path(workdir)
-        hosts = zk_hosts or (private_zk.hosts if private_zk else os.environ.get("TRIDENT_ZK_HOSTS"))
+        hosts = zk_hosts or os.environ.get("TRIDENT_ZK_HOSTS")
         if not hosts:
-            msg = "no ZooKeeper: pass zk_hosts, a private_zk, or set TRIDENT_ZK_HOSTS"
+            msg = "no ZooKeeper: pass zk_hosts or set TRIDENT_ZK_HOSTS"
             raise ConfigurationError(msg)
-        url = state_url or (private_pg.url if private_pg else f"sqlite:///{work / 'state.db'}")
+        url = state_url or f"sqlite:///{work / 'state.db'}"
         schedule = _Schedule(
             config,
             zk_hosts=hosts,
             state_url=url,
             workdir=work,
-            private_zk=private_zk,
-            private_pg=private_pg,
+            zk_server=zk_server,
+            pg_server=pg_server,
             echo=echo,
         )
         finished = False
@@ -756,76 +789,3 @@ def run_schedule(
             schedule.close(drop=finished and report.ok and not keep)
         echo(report.summary())
         return report
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m airflow_trident.testing.schedule``: run schedules, print their reports."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seed", type=int, default=None, help="default: random (printed)")
-    parser.add_argument("--batches", type=int, default=30)
-    parser.add_argument("--combo", choices=[*COMBOS, "all"], default="all")
-    parser.add_argument("--state-url", default=None, help="default: SQLite in a temp dir")
-    parser.add_argument("--zk-hosts", default=None, help="default: TRIDENT_ZK_HOSTS")
-    parser.add_argument("--private-zk", action="store_true", help="own ZooKeeper (zk_restart)")
-    parser.add_argument("--private-pg", action="store_true", help="own PostgreSQL (pg_restart)")
-    parser.add_argument("--fault-rate", type=float, default=0.35)
-    parser.add_argument("--faults", default=None, help="comma-separated kinds (default: all)")
-    parser.add_argument("--keep", action="store_true", help="keep ZooKeeper nodes and tables")
-    parser.add_argument(
-        "--hide-state-methods",
-        default="",
-        help="mutation test of the harness: hide these state methods (revert_txid)",
-    )
-    parser.add_argument("-v", "--verbose", action="store_true")
-    args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    if not args.verbose:  # expected noise: sessions expire and servers restart on purpose
-        for noisy in ("kazoo", "psycopg", "airflow_trident.batch.steps"):
-            logging.getLogger(noisy).setLevel(logging.ERROR)
-    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(10**6)
-    combos = list(COMBOS) if args.combo == "all" else [args.combo]
-    faults = frozenset(args.faults.split(",")) if args.faults else None
-    reports = []
-    with (
-        tempfile.TemporaryDirectory(prefix="trident-faults-") as tmp,
-        contextlib.ExitStack() as stack,
-    ):
-        zk = stack.enter_context(PrivateZooKeeper(Path(tmp))) if args.private_zk else None
-        pg = stack.enter_context(PrivatePostgres(Path(tmp))) if args.private_pg else None
-        for combo in combos:
-            config = ScheduleConfig(
-                seed=seed,
-                combo=combo,
-                batches=args.batches,
-                fault_rate=args.fault_rate,
-                faults=faults,
-                hide_state_methods=frozenset(filter(None, args.hide_state_methods.split(","))),
-            )
-            reports.append(
-                run_schedule(
-                    config,
-                    zk_hosts=args.zk_hosts,
-                    state_url=args.state_url,
-                    workdir=Path(tmp) / combo,
-                    private_zk=zk,
-                    private_pg=pg,
-                    keep=args.keep,
-                )
-            )
-    print()
-    for report in reports:
-        c = report.config
-        print(
-            f"{c.combo:>14}: seed={c.seed} batches={report.batches} "
-            f"faults={sum(report.faults.values())} {dict(sorted(report.faults.items()))} "
-            f"keys differing at the end={len(report.final_differences)} "
-            f"after commits={len(report.differences)} violations={len(report.violations)}"
-        )
-    return 0 if all(r.ok for r in reports) else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

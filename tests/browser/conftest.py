@@ -1,7 +1,7 @@
 """Fixtures of the browser tests: a headless Chromium, and a real Airflow UI over a home where a
 short Trident DAG run happened (reuse them for any page: a Trident UI plugin view, say).
 
-``browser`` is a Selenium driver of Debian's Chromium (:func:`airflow_trident.testing.ui.chromium`);
+``browser`` is a Selenium driver of Debian's Chromium (:func:`tests.harness.ui.chromium`);
 ``trident_ui`` is an API server on a free loopback port over a temporary home (``airflow.cfg``,
 login and connections as the main job leaves them) in which one batch of a word-count DAG ran
 with ``airflow dags test --use-executor`` (real task logs); ``ui_artifacts`` is where screenshots
@@ -18,13 +18,13 @@ from typing import Any
 
 import pytest
 
-from airflow_trident.testing.airflow import (
+from tests.harness.airflow import (
     AirflowHome,
     DagTestResult,
     prepare_airflow_home,
     run_dag_test,
 )
-from airflow_trident.testing.ui import (
+from tests.harness.ui import (
     UiLogin,
     chromium,
     free_port,

@@ -12,8 +12,8 @@ import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
-from airflow_trident.testing.ui import log_in
 from tests.browser.conftest import TridentUi
+from tests.harness.ui import log_in
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.browser]
 

@@ -24,10 +24,10 @@ from airflow_trident.batch.ledger import CommitLedger
 from airflow_trident.batch.lifecycle import zookeeper_batch_steps
 from airflow_trident.coordination.client import ZkConfig, connect
 from airflow_trident.examples.topologies import word_count
-from airflow_trident.testing.airflow import run_airflow
-from airflow_trident.testing.status import run_batches
-from airflow_trident.testing.ui import log_in
 from tests.browser.conftest import TridentUi
+from tests.harness.airflow import run_airflow
+from tests.harness.status import run_batches
+from tests.harness.ui import log_in
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.browser]
 

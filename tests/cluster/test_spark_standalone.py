@@ -20,14 +20,14 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from airflow_trident.testing.airflow import (
+from tests.cluster.conftest import LocalCluster
+from tests.harness.airflow import (
     AirflowHome,
     DagTestResult,
     prepare_airflow_home,
     run_dag_test,
 )
-from airflow_trident.testing.spark_cluster import cluster_expected
-from tests.cluster.conftest import LocalCluster
+from tests.harness.spark_cluster import cluster_expected
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.cluster]
 
@@ -40,7 +40,7 @@ from datetime import timedelta
 from airflow_trident.dag import trident_dag
 
 dag = trident_dag(
-    "airflow_trident.testing.spark_cluster:cluster_word_count",
+    "tests.harness.spark_cluster:cluster_word_count",
     dag_id="cluster_word_count",
     spark_conn_id="spark_cluster",
     state_conn_id="cluster_state_pg",

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from airflow_trident.testing.airflow import prepare_airflow_home, run_dag_test
+from tests.harness.airflow import prepare_airflow_home, run_dag_test
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 
@@ -33,7 +33,7 @@ DAG_FILE = f"""
 from airflow_trident.dag import trident_dag
 
 dag = trident_dag(
-    "airflow_trident.testing.topologies:e2e_word_count",
+    "tests.harness.topologies:e2e_word_count",
     dag_id="{DAG_ID}",
     spark_conn_id="spark_local",
     retries=0,

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from airflow_trident.testing.airflow import AirflowHome, prepare_airflow_home, run_dag_test
+from tests.harness.airflow import AirflowHome, prepare_airflow_home, run_dag_test
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 

@@ -19,7 +19,6 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
-from airflow_trident.testing.connect import running_connect_server
 from tests.e2e.test_dag_runs import (
     PG_DAG,
     Deployment,
@@ -27,6 +26,7 @@ from tests.e2e.test_dag_runs import (
     _connect_to,
     expected,
 )
+from tests.harness.connect import running_connect_server
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 
@@ -35,7 +35,7 @@ from datetime import timedelta
 from airflow_trident.dag import trident_dag
 
 dag = trident_dag(
-    "airflow_trident.testing.topologies:e2e_word_count",
+    "tests.harness.topologies:e2e_word_count",
     dag_id="e2e_compact",
     spark_conn_id="spark_local",
     layout="compact",

@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from airflow_trident.testing.airflow import AirflowHome, prepare_airflow_home, run_dag_test
-from airflow_trident.testing.commit_faults import commit_fault_marker
-from airflow_trident.testing.connect import running_connect_server
-from airflow_trident.testing.topologies import E2E_DATA
-from airflow_trident.testing.topologies import e2e_expected_counts as expected
+from tests.harness.airflow import AirflowHome, prepare_airflow_home, run_dag_test
+from tests.harness.commit_faults import commit_fault_marker
+from tests.harness.connect import running_connect_server
+from tests.harness.topologies import E2E_DATA
+from tests.harness.topologies import e2e_expected_counts as expected
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 
@@ -28,7 +28,7 @@ from datetime import timedelta
 from airflow_trident.dag import trident_dag
 
 dag = trident_dag(
-    "airflow_trident.testing.topologies:e2e_word_count",
+    "tests.harness.topologies:e2e_word_count",
     dag_id="e2e_word_count",
     spark_conn_id="spark_local",
     retries=1,
@@ -43,7 +43,7 @@ from datetime import timedelta
 from airflow_trident.dag import trident_dag
 
 dag = trident_dag(
-    "airflow_trident.testing.topologies:e2e_word_count",
+    "tests.harness.topologies:e2e_word_count",
     dag_id="e2e_word_count_spark_commit",
     spark_conn_id="spark_local",
     state_conn_id="e2e_state_pg",
@@ -210,7 +210,7 @@ from datetime import timedelta
 from airflow_trident.dag import trident_dag
 
 dag = trident_dag(
-    "airflow_trident.testing.topologies:e2e_word_count",
+    "tests.harness.topologies:e2e_word_count",
     dag_id="{dag_id}",
     spark_conn_id="spark_local",
     state_conn_id="e2e_state_pg",
@@ -255,7 +255,7 @@ def test_worker_commit_writes_state_through_the_state_connection(
         mp.setenv("TRIDENT_TEST_TOPOLOGY", pg_worker_deployment.topology)
         mp.delenv("TRIDENT_STATE_URL", raising=False)
         hook = TridentHook(state_conn_id="e2e_state_pg")
-        answer = hook.drpc("airflow_trident.testing.topologies:e2e_word_count", "counts", "the cow")
+        answer = hook.drpc("tests.harness.topologies:e2e_word_count", "counts", "the cow")
     assert answer == [("the", before["the"]), ("cow", before["cow"])]
 
 
@@ -265,7 +265,7 @@ from datetime import timedelta
 from airflow_trident.dag import trident_dag
 
 dag = trident_dag(
-    "airflow_trident.testing.topologies:e2e_word_count",
+    "tests.harness.topologies:e2e_word_count",
     dag_id="e2e_word_count_connect",
     process_mode="connect",
     spark_connect_conn_id="e2e_connect",
@@ -275,7 +275,7 @@ dag = trident_dag(
 """
 
 
-COMMIT_FAULT_TOPOLOGY = "airflow_trident.testing.commit_faults:commit_fault_word_count"
+COMMIT_FAULT_TOPOLOGY = "tests.harness.commit_faults:commit_fault_word_count"
 CONNECT_TOPOLOGY = f"e2e_{uuid.uuid4().hex[:8]}"
 """The topology name in the Connect server's environment: its executors load the topology by
 reference there (a Spark commit's tasks write the state that name makes)."""
@@ -341,7 +341,7 @@ def test_connect_process_and_spark_commit_use_the_state_connection(
         '\n    commit_mode="spark",'
     )
     dag_file = PG_DAG.format(dag_id=dag_id, extra=extra).replace(
-        "airflow_trident.testing.topologies:e2e_word_count", COMMIT_FAULT_TOPOLOGY
+        "tests.harness.topologies:e2e_word_count", COMMIT_FAULT_TOPOLOGY
     )
     deployment = PostgresDeployment(
         tmp_path_factory.mktemp("e2e_pg_connect"), hosts, pg_url, dag_id=dag_id, dag_file=dag_file

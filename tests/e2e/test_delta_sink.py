@@ -17,8 +17,8 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 
-from airflow_trident.testing.airflow import prepare_airflow_home
-from airflow_trident.testing.topologies import E2E_DATA
+from tests.harness.airflow import prepare_airflow_home
+from tests.harness.topologies import E2E_DATA
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 
@@ -28,7 +28,7 @@ from datetime import timedelta
 from airflow_trident.dag import trident_dag
 
 dag = trident_dag(
-    "airflow_trident.testing.sinks:e2e_delta_words",
+    "tests.harness.sinks:e2e_delta_words",
     dag_id="{DAG_ID}",
     spark_conn_id="spark_local",
     retries=1,

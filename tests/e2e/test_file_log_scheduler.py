@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from airflow_trident.testing.file_log import land, word_counts
-from airflow_trident.testing.scheduler import running_airflow
+from tests.harness.file_log import land, word_counts
+from tests.harness.scheduler import running_airflow
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 
@@ -28,7 +28,7 @@ from datetime import timedelta
 from airflow_trident.dag import trident_dag
 
 dag = trident_dag(
-    "airflow_trident.testing.file_log:file_log_word_count",
+    "tests.harness.file_log:file_log_word_count",
     dag_id="{DAG_ID}",
     schedule=None,
     max_active_batches=2,

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from airflow_trident.testing.topologies import POISON_WORD_ENV
 from tests.e2e.test_dag_runs import Deployment, expected
+from tests.harness.topologies import POISON_WORD_ENV
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 

@@ -25,9 +25,9 @@ from pathlib import Path
 
 import pytest
 
-from airflow_trident.testing.scheduler import AirflowCluster, TaskInstanceInfo, running_airflow
-from airflow_trident.testing.topologies import E2E_DATA
-from airflow_trident.testing.topologies import e2e_expected_counts as expected
+from tests.harness.scheduler import AirflowCluster, TaskInstanceInfo, running_airflow
+from tests.harness.topologies import E2E_DATA
+from tests.harness.topologies import e2e_expected_counts as expected
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 
@@ -38,7 +38,7 @@ from datetime import timedelta
 from airflow_trident.dag import trident_dag
 
 dag = trident_dag(
-    "airflow_trident.testing.topologies:e2e_word_count",
+    "tests.harness.topologies:e2e_word_count",
     dag_id="{DAG_ID}",
     schedule=None,
     max_active_batches=3,

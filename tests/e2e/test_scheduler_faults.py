@@ -1,5 +1,5 @@
 """Faults under a real Airflow scheduler, short form: one of each fault kind over a few batches
-(:mod:`airflow_trident.testing.scheduler_faults`; the long run is ``scripts/faults-scheduler.sh``).
+(:mod:`tests.harness.scheduler_faults`; the long run is ``scripts/faults-scheduler.sh``).
 
 A killed commit task, a ZooKeeper and a PostgreSQL ``kill -9`` and restart, the UI's Clear of a
 committed run and of a failed one (the later runs waiting for it give their slots back), and a
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_trident.testing.scheduler_faults import (
+from tests.harness.scheduler_faults import (
     FAULT_KINDS,
     SchedulerFaultConfig,
     run_scheduler_faults,

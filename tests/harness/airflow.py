@@ -36,6 +36,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from tests.harness import with_project_path
+
 __all__ = [
     "AirflowHome",
     "DagTestResult",
@@ -80,7 +82,9 @@ class AirflowHome:
         Inherited ``AIRFLOW__*`` settings, ``AIRFLOW_HOME`` and ``AIRFLOW_CONFIG`` are dropped so
         the home stays isolated; ``AIRFLOW_CONN_*`` and ``AIRFLOW_VAR_*`` pass through. ``extra``
         comes last (use it for more ``AIRFLOW__SECTION__KEY`` settings). The interpreter's ``bin``
-        leads ``PATH``, so the venv's ``spark-submit`` is found.
+        leads ``PATH``, so the venv's ``spark-submit`` is found, and the project root leads
+        ``PYTHONPATH``, so the tasks, ``spark-submit`` and its Python workers import the
+        topologies of :mod:`tests.harness` by reference.
         """
         env = {
             key: value
@@ -90,7 +94,7 @@ class AirflowHome:
         env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
         env.update(self.overrides)
         env.update(extra or {})
-        return env
+        return with_project_path(env)
 
 
 @dataclass(frozen=True)
@@ -234,7 +238,7 @@ def run_dag_test(
         Run the tasks with the home's executor (``--use-executor``): each task in a process of
         its own, writing its log file for the UI (plain ``dags test`` writes none). Needs an
         API server for the tasks (``[core] execution_api_server_url``) and shared secrets:
-        :func:`airflow_trident.testing.ui.write_ui_config`, ``serving_airflow``.
+        :func:`tests.harness.ui.write_ui_config`, ``serving_airflow``.
     """
     args = ["dags", "test", dag_id]
     if use_executor:

@@ -1,6 +1,6 @@
 """A topology whose Spark commit fails once part-way, for the cleared-commit tests.
 
-:func:`commit_fault_word_count` is :func:`~airflow_trident.testing.topologies.e2e_word_count`'s
+:func:`commit_fault_word_count` is :func:`~tests.harness.topologies.e2e_word_count`'s
 word count (same data, same name from ``TRIDENT_TEST_TOPOLOGY``, transactional SQL state in the
 run's database) whose state partition 1 cannot be made once while
 :func:`commit_fault_marker` exists: the commit's Spark task of that partition fails (and removes
@@ -25,8 +25,8 @@ from airflow_trident.errors import StateStoreUnavailableError
 from airflow_trident.operation import Count, Split
 from airflow_trident.spout.memory import MemoryTransactionalSpout
 from airflow_trident.state.sql import sql_state
-from airflow_trident.testing.topologies import E2E_DATA
 from airflow_trident.topology import TridentTopology
+from tests.harness.topologies import E2E_DATA
 
 __all__ = ["FailOncePartition1", "commit_fault_marker", "commit_fault_word_count"]
 

@@ -2,7 +2,8 @@
 
 The server ships in the pyspark wheel (``pyspark/sbin/start-connect-server.sh``). It runs in the
 foreground of its own process group, bound to loopback, with this interpreter as its Python
-workers' (they import ``airflow_trident`` and the topologies), logs under the work directory,
+workers' (they import ``airflow_trident`` and the topologies: the project root is on their
+``PYTHONPATH``, for :mod:`tests.harness`'s), logs under the work directory,
 and is warmed up (its first query costs seconds) before it is handed out. Stopping kills the
 process group this helper started, nothing else.
 
@@ -23,6 +24,8 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+
+from tests.harness import with_project_path
 
 __all__ = ["running_connect_server"]
 
@@ -88,6 +91,7 @@ def running_connect_server(
         "PYSPARK_PYTHON": sys.executable,
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
     }
+    env = with_project_path(env)  # the workers import tests.harness's topologies
     log_path = work_dir / "connect-server.log"
     with log_path.open("ab") as log:
         process = subprocess.Popen(

@@ -19,9 +19,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from airflow_trident.examples.run_dag import DAGS_FOLDER, trident_env
-from airflow_trident.testing.airflow import prepare_airflow_home
-from airflow_trident.testing.ui import UI_PORT, read_login, serving_airflow, write_ui_config
+from tests.harness.airflow import prepare_airflow_home
+from tests.harness.run_dag import DAGS_FOLDER, trident_env
+from tests.harness.ui import UI_PORT, read_login, serving_airflow, write_ui_config
 
 __all__ = ["main"]
 

@@ -13,11 +13,11 @@ applying the counts to SQLite state in txid order, and ``success``. Then a run r
 already committed txid (``--conf '{"txid": 1}'``) shows the state does not change, and the
 DRPC stream ``words`` answers from the committed counts.
 
-    python -m airflow_trident.examples.run_dag --batches 3
+    python -m tests.harness.run_dag --batches 3
 
 Needs ZooKeeper (``TRIDENT_ZK_HOSTS``, default 127.0.0.1:2181); ``bash scripts/main.sh`` starts it.
 State, staging and the Airflow home live under ``--work-dir`` (default ``.work/main``). The home is
-left complete for its UI (``bash scripts/ui.sh``, :mod:`airflow_trident.examples.ui`): its
+left complete for its UI (``bash scripts/ui.sh``, :mod:`tests.harness.main_ui`): its
 ``airflow.cfg``, a login, and the connections in its metadata database. Each
 invocation starts the demo from txid 1 (its ZooKeeper nodes, state, staging and Airflow home are
 reset) unless ``--keep-state``.
@@ -35,11 +35,12 @@ from pathlib import Path
 
 from kazoo.exceptions import NoNodeError
 
-from airflow_trident.testing.airflow import (
+from airflow_trident.topology import TridentTopology
+from tests.harness.airflow import (
     prepare_airflow_home,
     run_dag_test,
 )
-from airflow_trident.testing.ui import (
+from tests.harness.ui import (
     UI_PORT,
     free_port,
     server_env,
@@ -47,7 +48,6 @@ from airflow_trident.testing.ui import (
     store_connections,
     write_ui_config,
 )
-from airflow_trident.topology import TridentTopology
 
 __all__ = ["DAGS_FOLDER", "connections", "main", "trident_env"]
 

@@ -52,7 +52,7 @@ from typing import Any
 import psycopg
 from sqlalchemy.engine import URL, make_url
 
-from airflow_trident.testing.airflow import AirflowHome, prepare_airflow_home, run_airflow
+from tests.harness.airflow import AirflowHome, prepare_airflow_home, run_airflow
 
 __all__ = [
     "COMPONENTS",

@@ -3,12 +3,12 @@ cleared runs and a backfill — the final state must equal the reference, key by
 
 One run of :func:`run_scheduler_faults`:
 
-* starts a private ZooKeeper and PostgreSQL (:mod:`~airflow_trident.testing.servers`; the DAG's
+* starts a private ZooKeeper and PostgreSQL (:mod:`~tests.harness.servers`; the DAG's
   ``trident_zookeeper`` connection and its ``state_conn_id``, a ``postgres`` connection, point
   at them, so restarting them disturbs nobody), a Spark Connect server
-  (:mod:`~airflow_trident.testing.connect`), and a real Airflow — scheduler, DAG processor,
-  triggerer, API server, LocalExecutor (:mod:`~airflow_trident.testing.scheduler`);
-* runs the DAG of :func:`~airflow_trident.testing.topologies.scheduler_word_count` (per word: a
+  (:mod:`~tests.harness.connect`), and a real Airflow — scheduler, DAG processor,
+  triggerer, API server, LocalExecutor (:mod:`~tests.harness.scheduler`);
+* runs the DAG of :func:`~tests.harness.topologies.scheduler_word_count` (per word: a
   transactional count and an opaque sum, thousands of keys) with ``process_mode="connect"``,
   ``max_active_batches`` runs at once and retries on, and triggers ``batches`` runs at once;
 * while they run, injects the faults of :data:`FAULT_KINDS` at moments drawn from
@@ -26,7 +26,7 @@ difference does.
 
 Replay a schedule with (timing-dependent details, such as which run is cleared, may differ)::
 
-    python -m airflow_trident.testing.scheduler_faults --batches 50 --seed S
+    python -m tests.harness.scheduler_faults --batches 50 --seed S
 
 It needs ``TRIDENT_PG_URL`` (the PostgreSQL where Airflow's metadata database is created:
 ``eval "$(bash scripts/services.sh env)"``); ``scripts/faults-scheduler.sh`` runs the long one.
@@ -61,10 +61,10 @@ from airflow_trident.coordination.paths import CoordinatorPaths
 from airflow_trident.coordination.store import CoordinatorStore
 from airflow_trident.errors import TridentError
 from airflow_trident.operators.stalls import QUEUED_GRACE_S, STALL_CHECK_S
-from airflow_trident.testing.connect import running_connect_server
-from airflow_trident.testing.scheduler import AirflowCluster, running_airflow
-from airflow_trident.testing.servers import PrivatePostgres, PrivateZooKeeper
-from airflow_trident.testing.topologies import POISON_ENV, SCHEDULER_DATA_ENV, SchedulerData
+from tests.harness.connect import running_connect_server
+from tests.harness.scheduler import AirflowCluster, running_airflow
+from tests.harness.servers import PrivatePostgres, PrivateZooKeeper
+from tests.harness.topologies import POISON_ENV, SCHEDULER_DATA_ENV, SchedulerData
 
 __all__ = [
     "FAULT_KINDS",
@@ -78,7 +78,7 @@ __all__ = [
 
 DAG_ID = "trident_scheduler_faults"
 ZK_ROOT = "/trident_scheduler_faults"
-TOPOLOGY_REF = "airflow_trident.testing.topologies:scheduler_word_count"
+TOPOLOGY_REF = "tests.harness.topologies:scheduler_word_count"
 STATES = ("counts", "sums")
 _FINISHED = frozenset({"success", "failed"})
 _ZK_CONNECTED = "Zookeeper connection established"  # kazoo's log line, in the task's log
@@ -134,7 +134,7 @@ class SchedulerFaultConfig:
     retries, retry_delay_s:
         Every task's retries.
     take, partitions, vocabulary:
-        Source data (:class:`~airflow_trident.testing.topologies.SchedulerData`).
+        Source data (:class:`~tests.harness.topologies.SchedulerData`).
     timeout_s:
         Bound of the whole run once Airflow is up (default ``600 + 30 * batches``).
     stall_s:
@@ -973,7 +973,7 @@ def run_scheduler_faults(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m airflow_trident.testing.scheduler_faults --batches 50 --seed S``."""
+    """``python -m tests.harness.scheduler_faults --batches 50 --seed S``."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--batches", type=int, default=50)
     parser.add_argument("--seed", type=int, default=None, help="default: random (printed)")

@@ -7,7 +7,7 @@ shipped by reference to spark-submit):
   sink fails right *after* its Delta commit (and removes the file): the case where the table has
   the txid and ZooKeeper's compare-and-set has not happened, so the retry must skip it.
 
-Every word of :data:`~airflow_trident.testing.topologies.E2E_DATA` is appended to the table,
+Every word of :data:`~tests.harness.topologies.E2E_DATA` is appended to the table,
 one row per word and txid, by :func:`~airflow_trident.state.delta.delta_state`.
 """
 
@@ -21,8 +21,8 @@ from airflow_trident.errors import StateStoreUnavailableError
 from airflow_trident.operation import Split
 from airflow_trident.spout.memory import MemoryTransactionalSpout
 from airflow_trident.state.delta import DeltaWriter, delta_state
-from airflow_trident.testing.topologies import E2E_DATA
 from airflow_trident.topology import TridentTopology
+from tests.harness.topologies import E2E_DATA
 
 __all__ = ["FailAfterCommitOnce", "e2e_delta_words"]
 

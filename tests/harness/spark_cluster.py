@@ -32,9 +32,9 @@ from airflow_trident.operation import Count, Split
 from airflow_trident.operation.base import Function
 from airflow_trident.spout.memory import MemoryTransactionalSpout
 from airflow_trident.state.sql import sql_state
-from airflow_trident.testing.topologies import E2E_DATA
 from airflow_trident.topology import TridentTopology
 from airflow_trident.tuple import TridentCollector, TridentTuple
+from tests.harness.topologies import E2E_DATA
 
 __all__ = ["STALL_MARKER_ENV", "STALL_S", "StallOnce", "cluster_expected", "cluster_word_count"]
 
@@ -76,7 +76,7 @@ class StallOnce(Function):
 
 def cluster_word_count() -> TridentTopology:
     """Sentences -> split -> (stall once) -> count per word, in transactional SQL state (the
-    run's state database), on the data of :data:`~airflow_trident.testing.topologies.E2E_DATA`
+    run's state database), on the data of :data:`~tests.harness.topologies.E2E_DATA`
     (two partitions, two sentences each per batch)."""
     name = os.environ.get("TRIDENT_TEST_TOPOLOGY", "cluster_word_count")
     topology = TridentTopology(name)

@@ -22,7 +22,7 @@ import sqlalchemy as sa
 from airflow_trident.batch.lifecycle import zookeeper_batch_steps
 from airflow_trident.batch.steps import BatchSteps
 from airflow_trident.coordination.client import ZkConfig, connect
-from airflow_trident.testing.topologies import e2e_word_count
+from tests.harness.topologies import e2e_word_count
 
 __all__ = [
     "STATE_CONN_ID",
@@ -42,7 +42,7 @@ import os
 from airflow_trident.dag import trident_dag
 
 dag = trident_dag(
-    "airflow_trident.testing.topologies:e2e_word_count",
+    "tests.harness.topologies:e2e_word_count",
     dag_id=os.environ.get("TRIDENT_STATUS_DAG_ID", "trident_status"),
     spark_conn_id="spark_local",
     zookeeper_conn_id={ZOOKEEPER_CONN_ID!r},
@@ -50,7 +50,7 @@ dag = trident_dag(
     max_active_batches=3,
 )
 broken = trident_dag(
-    "airflow_trident.testing.topologies:e2e_word_count",
+    "tests.harness.topologies:e2e_word_count",
     dag_id="trident_status_no_connection",
     spark_conn_id="spark_local",
     zookeeper_conn_id="trident_status_undefined",

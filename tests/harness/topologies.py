@@ -134,7 +134,7 @@ def bench_counts() -> TridentTopology:
     return topology
 
 
-# -- the real-scheduler fault run (airflow_trident.testing.scheduler_faults) ---------------------
+# -- the real-scheduler fault run (tests.harness.scheduler_faults) ---------------------
 
 SCHEDULER_DATA_ENV = "TRIDENT_SCHEDULER_DATA"
 """JSON of :class:`SchedulerData` (the fault run's source data, generated from a seed)."""

@@ -1,6 +1,6 @@
 """Look at an Airflow home in its UI: a complete ``airflow.cfg``, servers on loopback, a browser.
 
-:func:`write_ui_config` makes an isolated home (:func:`~airflow_trident.testing.airflow.
+:func:`write_ui_config` makes an isolated home (:func:`~tests.harness.airflow.
 prepare_airflow_home`) complete for its UI: ``airflow.cfg`` with the real DAGs folder, no example
 DAGs, the LocalExecutor, an API server on 127.0.0.1, shared secrets (the API server and the task
 processes must agree on the JWT secret) and a simple-auth-manager login kept in a file of the home.
@@ -16,7 +16,7 @@ until :func:`chromium` is called.
 Examples
 --------
 >>> import tempfile
->>> from airflow_trident.testing.airflow import prepare_airflow_home
+>>> from tests.harness.airflow import prepare_airflow_home
 >>> with tempfile.TemporaryDirectory() as tmp:
 ...     home = prepare_airflow_home(Path(tmp), migrate=False)
 ...     login = write_ui_config(home, port=8080, password="pw")
@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from airflow_trident.testing.airflow import AirflowHome, run_airflow
+from tests.harness.airflow import AirflowHome, run_airflow
 
 __all__ = [
     "ALL_COMPONENTS",
@@ -121,7 +121,7 @@ def write_ui_config(
     passwords.chmod(0o600)
     url = f"http://127.0.0.1:{port}"
     config = f"""\
-# Written by airflow_trident.testing.ui.write_ui_config: this home's UI and runs work as is.
+# Written by tests.harness.ui.write_ui_config: this home's UI and runs work as is.
 [core]
 dags_folder = {home.dags_folder}
 load_examples = False

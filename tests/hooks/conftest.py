@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from airflow_trident.testing.airflow import AirflowHome, prepare_airflow_home
+from tests.harness.airflow import AirflowHome, prepare_airflow_home
 
 # In-process Airflow reads AIRFLOW_HOME once, at import: keep it off ~/airflow unless the caller
 # chose one. (This belongs in tests/conftest.py once Airflow tests exist elsewhere.)

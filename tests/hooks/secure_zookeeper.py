@@ -19,7 +19,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from airflow_trident.testing.servers import PrivateZooKeeper, free_port
+from tests.harness.servers import PrivateZooKeeper, free_port
 
 SASL_USER = "etl"
 SASL_PASSWORD = "Sasl-Pa55-never-shown"

@@ -14,7 +14,7 @@ from kazoo.protocol.serialization import Auth
 from airflow_trident.coordination.client import ZkConfig, _KazooAuthRedactor
 from airflow_trident.errors import ConfigurationError
 from airflow_trident.hooks.zookeeper import ZooKeeperHook
-from airflow_trident.testing.airflow import AirflowHome, run_airflow
+from tests.harness.airflow import AirflowHome, run_airflow
 from tests.hooks.conftest import SetConnection
 
 PASSWORD = "Pa55-w0rd-never-shown"

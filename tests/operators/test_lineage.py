@@ -19,7 +19,7 @@ from airflow_trident.operators.lineage import lineage_datasets
 from airflow_trident.operators.process import ProcessBatchOperator
 from airflow_trident.runtime.reference import load_topology
 
-REFERENCE = "airflow_trident.testing.topologies:e2e_word_count"
+REFERENCE = "tests.harness.topologies:e2e_word_count"
 HAS_OPENLINEAGE = importlib.util.find_spec("airflow.providers.openlineage") is not None
 
 

@@ -30,11 +30,11 @@ from airflow_trident.coordination.paths import CoordinatorPaths
 from airflow_trident.coordination.store import CoordinatorStore
 from airflow_trident.runtime.reference import load_topology
 from airflow_trident.state.binding import StateBinding
-from airflow_trident.testing.airflow import prepare_airflow_home
+from tests.harness.airflow import prepare_airflow_home
 
 pytestmark = pytest.mark.integration
 
-TOPOLOGY = "airflow_trident.testing.topologies:e2e_word_count"
+TOPOLOGY = "tests.harness.topologies:e2e_word_count"
 DAG_ID = "drpc_word_count"
 DEAD_DAG_ID = "drpc_unreachable"
 DAG_FILE = f"""

@@ -18,7 +18,7 @@ import sqlalchemy as sa
 
 from airflow_trident.batch.ledger import CommitLedger
 from airflow_trident.coordination.client import ZkConfig
-from airflow_trident.testing.status import (
+from tests.harness.status import (
     STATE_CONN_ID,
     ZOOKEEPER_CONN_ID,
     run_batches,
@@ -75,7 +75,7 @@ def view(
         run_batches(steps, committed=3, processed=1, begun=1)
         store = steps.store
     target = DagTopology(
-        dag_id=DAG_ID, topology="airflow_trident.testing.topologies:e2e_word_count",
+        dag_id=DAG_ID, topology="tests.harness.topologies:e2e_word_count",
         zookeeper_conn_id=ZOOKEEPER_CONN_ID, state_conn_id=STATE_CONN_ID,
         staging_root=env["TRIDENT_STAGING_ROOT"],
     )  # fmt: skip

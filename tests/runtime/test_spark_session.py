@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_trident.testing.connect import running_connect_server
+from tests.harness.connect import running_connect_server
 
 CHILD = """
 import json, os, sys

@@ -21,8 +21,8 @@ from airflow_trident.errors import TridentError
 from airflow_trident.operation import Count, Split
 from airflow_trident.spout.memory import MemoryTransactionalSpout
 from airflow_trident.state.sql import sql_state
-from airflow_trident.testing.servers import PrivateZooKeeperEnsemble
 from airflow_trident.topology import TridentTopology
+from tests.harness.servers import PrivateZooKeeperEnsemble
 
 pytestmark = pytest.mark.integration
 

@@ -2,7 +2,7 @@
 
 Each schedule prints its seed first, and every assertion message is the schedule's report (seed,
 faults by kind, and each key that differs: txid, key, expected, got). Replay one with
-``python -m airflow_trident.testing.schedule --seed S --batches N --combo C``; set
+``python -m tests.harness.fault_schedule --seed S --batches N --combo C``; set
 ``TRIDENT_FAULT_SEED`` to run these tests with another seed. The long version is
 ``bash scripts/faults.sh``.
 """
@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from airflow_trident.errors import ConfigurationError
 from airflow_trident.testing.schedule import ScheduleConfig, ScheduleReport, run_schedule
-from airflow_trident.testing.servers import PrivatePostgres, PrivateZooKeeper
+from tests.harness.servers import PrivatePostgres, PrivateZooKeeper
 
 pytestmark = pytest.mark.integration
 
@@ -59,12 +60,37 @@ def test_a_schedule_on_postgres_survives_server_restarts(tmp_path: Path) -> None
     )
     with PrivateZooKeeper(tmp_path) as zk, PrivatePostgres(tmp_path) as pg:
         # When a schedule runs on them
-        report = run_schedule(config, workdir=tmp_path / "work", private_zk=zk, private_pg=pg)
+        report = run_schedule(
+            config,
+            zk_hosts=zk.hosts,
+            state_url=pg.url,
+            workdir=tmp_path / "work",
+            zk_server=zk,
+            pg_server=pg,
+        )
 
     # Then each server was restarted at least once, and the states are exactly once
     assert report.faults["pg_restart"] >= 1, report.summary()
     assert report.faults["zk_restart"] >= 1, report.summary()
     assert_exactly_once(report, 25)
+
+
+class _Handle:
+    """A server handle (``RestartableServer``) that restarts nothing."""
+
+    def restart(self) -> None:
+        raise AssertionError("not restarted: the schedule is refused first")
+
+
+def test_a_server_handle_comes_with_the_address_it_restarts(tmp_path: Path) -> None:
+    # Given restart handles without the addresses of their servers
+    config = ScheduleConfig(seed=SEED, combo="tx-tx", batches=1)
+
+    # When a schedule is asked to run, then it refuses before touching anything
+    with pytest.raises(ConfigurationError, match="zk_server needs zk_hosts"):
+        run_schedule(config, workdir=tmp_path, zk_server=_Handle())
+    with pytest.raises(ConfigurationError, match="pg_server needs state_url"):
+        run_schedule(config, zk_hosts="127.0.0.1:1", workdir=tmp_path, pg_server=_Handle())
 
 
 def test_the_schedule_finds_hole_1_when_the_opaque_revert_is_missing(

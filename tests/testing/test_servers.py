@@ -8,7 +8,7 @@ import pytest
 import sqlalchemy as sa
 from kazoo.client import KazooClient
 
-from airflow_trident.testing.servers import PrivatePostgres, PrivateZooKeeper
+from tests.harness.servers import PrivatePostgres, PrivateZooKeeper
 
 pytestmark = pytest.mark.integration
 
