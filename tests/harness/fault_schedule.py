@@ -66,7 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     if not args.verbose:  # expected noise: sessions expire and servers restart on purpose
-        for noisy in ("kazoo", "psycopg", "airflow_trident.batch.steps"):
+        for noisy in ("kazoo", "psycopg", "airflow_trident.batch"):
             logging.getLogger(noisy).setLevel(logging.ERROR)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(10**6)
     combos = list(COMBOS) if args.combo == "all" else [args.combo]
