@@ -21,7 +21,13 @@ old ones. Use this command to replay txids.
 archive (the ledger in the state database): it replays the committed txids N..M (default: the
 last committed) in-process into those states only, resuming where an earlier rebuild stopped
 (:mod:`airflow_trident.batch.rebuild`). The state database is the Airflow connection
-``--state-conn-id`` or else ``TRIDENT_STATE_URL``.
+``--state-conn-id`` or else ``TRIDENT_STATE_URL``. Instead of a topology it takes a DAG id
+(``airflow-trident rebuild DAG_ID --state NAME``): the DAG's topology, and its state connection
+unless ``--state-conn-id`` says otherwise.
+
+Every command that takes a DAG id finds the DAG's topology and connections in either layout of
+``trident_dag`` (:func:`~airflow_trident.hooks.dag_tasks.dag_topology`), through the
+:class:`~airflow_trident.hooks.trident.TridentHook`.
 """
 
 from __future__ import annotations
@@ -35,9 +41,15 @@ from collections.abc import Container, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_trident.coordination.paths import CoordinatorPaths
 from airflow_trident.coordination.store import CoordinatorStore
-from airflow_trident.errors import ConfigurationError, MetadataError, TridentError
+from airflow_trident.errors import (
+    ConfigurationError,
+    MetadataError,
+    TridentError,
+    UnknownDagError,
+)
+from airflow_trident.hooks.dag_tasks import dag_topology
+from airflow_trident.hooks.trident import TridentHook, missing_connection
 
 __all__ = ["DESCRIPTION", "BackfillRun", "main", "plan_backfill"]
 
@@ -122,23 +134,6 @@ def plan_backfill(
     return runs
 
 
-def _begin_task(dag_id: str) -> Any:
-    """The ``BeginBatchOperator`` of ``dag_id`` (parsed from the DAGs folder)."""
-    from airflow.dag_processing.dagbag import DagBag
-
-    from airflow_trident.operators.batch import BeginBatchOperator
-
-    dag = DagBag().dags.get(dag_id)
-    if dag is None:
-        msg = f"DAG {dag_id!r} is not in the DAGs folder"
-        raise LookupError(msg)
-    for task in dag.tasks:
-        if isinstance(task, BeginBatchOperator):
-            return task
-    msg = f"DAG {dag_id!r} has no BeginBatchOperator: it is not a Trident DAG"
-    raise LookupError(msg)
-
-
 class _KnownRunIds:
     """Run ids Airflow's metadata database or ZooKeeper knows (a plan must not reuse them)."""
 
@@ -163,11 +158,11 @@ def _check_dag_accepts_runs(dag_id: str) -> bool:
             f"DAG {dag_id!r} is not in Airflow's metadata database yet; nothing was created. "
             f"Hint: let the DAG processor parse it, or run `airflow dags reserialize`"
         )
-        raise LookupError(msg)
+        raise UnknownDagError(msg)
     allowed = model.allowed_run_types
     if allowed is not None and DagRunType.MANUAL not in allowed:
         msg = f"DAG {dag_id!r} does not allow manual runs; nothing was created"
-        raise LookupError(msg)
+        raise ConfigurationError(msg)
     return bool(model.is_paused)
 
 
@@ -205,14 +200,13 @@ def backfill(dag_id: str, from_txid: int, to_txid: int, *, dry_run: bool) -> int
     from airflow.sdk.exceptions import AirflowException
     from airflow.utils.types import DagRunTriggeredByType
 
-    from airflow_trident.hooks.zookeeper import ZooKeeperHook
     from airflow_trident.runtime.reference import load_topology
 
-    begin = _begin_task(dag_id)
-    topology = load_topology(str(begin.topology)).name
+    target = dag_topology(dag_id)
+    topology = load_topology(target.topology).name
     paused = _check_dag_accepts_runs(dag_id)
-    with ZooKeeperHook(zookeeper_conn_id=begin.zookeeper_conn_id) as zk:
-        store = CoordinatorStore(zk.get_conn(), CoordinatorPaths(zk.get_config().root, topology))
+    hook = TridentHook(zookeeper_conn_id=target.zookeeper_conn_id)
+    with hook.coordinator_store(topology) as store:
         allocated, committed = store.current_txid(), store.committed_txid()
         taken = _KnownRunIds(_airflow_run_ids(dag_id), store)
         runs = plan_backfill(from_txid, to_txid, allocated, taken=taken)
@@ -320,20 +314,28 @@ def _bind_new_txids(
 
 
 def rebuild(args: argparse.Namespace) -> int:
-    """Replay archived txids into new states; print one line per txid."""
+    """Replay archived txids into new states; print one line per txid.
+
+    ``args.topology`` is a topology (``module:attribute``) or a Trident DAG's id (its topology,
+    and its state connection unless ``--state-conn-id`` is given).
+    """
     from airflow_trident.batch.ledger import CommitLedger
     from airflow_trident.batch.rebuild import rebuild_states
-    from airflow_trident.hooks.trident import TridentHook
     from airflow_trident.runtime.reference import load_topology
     from airflow_trident.state.binding import StateBinding
     from airflow_trident.state.sql.engine import describe_url
     from airflow_trident.state.sql.factory import STATE_URL_ENV
 
-    url = TridentHook(state_conn_id=args.state_conn_id).state_url()
+    reference, state_conn_id = args.topology, args.state_conn_id
+    if ":" not in reference:  # a DAG id
+        target = dag_topology(reference)
+        reference = target.topology
+        state_conn_id = state_conn_id or target.state_conn_id
+    url = TridentHook(state_conn_id=state_conn_id).state_url()
     if not url:
         msg = f"no state database: pass --state-conn-id or set {STATE_URL_ENV}"
-        raise ValueError(msg)
-    topology = load_topology(args.topology)
+        raise ConfigurationError(msg)
+    topology = load_topology(reference)
     ledger = CommitLedger(url)
     source = args.source_topology or topology.name
     to_txid = args.to_txid or ledger.last_txid(source)
@@ -355,6 +357,18 @@ def rebuild(args: argparse.Namespace) -> int:
     return 0
 
 
+def drpc(dag_id: str, function: str, args: str) -> int:
+    """``airflow-trident drpc DAG_ID FUNCTION ARGS``: print the result JSON; exit status 0.
+
+    Errors propagate (:func:`main` prints them in one line and exits 2).
+    """
+    from airflow_trident.hooks.drpc import DRPCClient
+
+    with DRPCClient(dag_id) as client:
+        print(client.execute(function, args))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``airflow-trident``."""
     parser = argparse.ArgumentParser(prog="airflow-trident", description=DESCRIPTION)
@@ -365,7 +379,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     fill.add_argument("--to-txid", type=int, required=True, help="last txid of the range")
     fill.add_argument("--dry-run", action="store_true", help="print the runs, create none")
     build = commands.add_parser("rebuild", help="fill new states from the batch archive")
-    build.add_argument("topology", help="package.module:attribute")
+    build.add_argument("topology", help="package.module:attribute, or a DAG made by trident_dag")
     build.add_argument("--state", action="append", required=True, help="a state to rebuild")
     build.add_argument("--from-txid", type=int, default=1, help="first txid (default 1)")
     build.add_argument("--to-txid", type=int, default=None, help="default: last committed")
@@ -397,16 +411,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "rebuild":
             return rebuild(args)
         if args.command == "drpc":
-            from airflow_trident.hooks.drpc import drpc_command
-
-            return drpc_command(args.dag_id, args.function, args.args)
+            return drpc(args.dag_id, args.function, args.args)
         return backfill(args.dag_id, args.from_txid, args.to_txid, dry_run=args.dry_run)
-    except (ValueError, LookupError, TridentError) as exc:
+    except TridentError as exc:
         _error(str(exc))
         return 2
-    except AirflowNotFoundException as exc:  # a missing connection: a hint, not a traceback
-        _error(f"{exc}. Hint: create it (`airflow connections add ...`, the UI's Admin > "
-               f"Connections, or an AIRFLOW_CONN_<ID> environment variable)")  # fmt: skip
+    except AirflowNotFoundException as exc:  # a connection a hook outside ours looked up
+        _error(str(missing_connection(exc)))
+        return 2
+    except (ValueError, LookupError) as exc:  # a library's refusal: one line, not a traceback
+        _error(str(exc))
         return 2
 
 

@@ -38,9 +38,9 @@ from typing import Any
 from airflow.sdk import DAG, BaseOperator, TaskGroup
 
 from airflow_trident.errors import ConfigurationError
+from airflow_trident.hooks.commit import COMMIT_MODES
 from airflow_trident.operators.assets import commits_alias
 from airflow_trident.operators.batch import (
-    COMMIT_MODES,
     BatchSuccessOperator,
     BeginBatchOperator,
     CommitBatchOperator,

@@ -32,6 +32,7 @@ __all__ = [
     "MalformedRecordError",
     "MetadataError",
     "MetadataNotSerializableError",
+    "MissingConnectionError",
     "NotExactlyOnceError",
     "StateBehindError",
     "StateError",
@@ -40,6 +41,7 @@ __all__ = [
     "StateStoreUnavailableError",
     "TopologyError",
     "TridentError",
+    "UnknownDagError",
     "UnknownStateTypeError",
     "decode_error",
     "encode_error",
@@ -64,6 +66,14 @@ class TopologyError(ConfigurationError):
 
 class UnknownStateTypeError(ConfigurationError):
     """A state type other than transactional, opaque or non-transactional."""
+
+
+class UnknownDagError(ConfigurationError, LookupError):
+    """A DAG id that names no DAG, or a DAG without a Trident batch (no begin task)."""
+
+
+class MissingConnectionError(ConfigurationError, LookupError):
+    """An Airflow connection the DAG or command names that is not defined where it runs."""
 
 
 class MetadataError(TridentError):

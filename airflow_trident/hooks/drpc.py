@@ -2,9 +2,11 @@
 
 :class:`DRPCClient` reaches the topology's committed state through the DAG's own Airflow
 connections (its ``trident_zookeeper`` connection for the committed txid, its state connection
-for the values: :class:`~airflow_trident.hooks.trident.TridentHook`) and runs each request with
-:class:`~airflow_trident.drpc.DRPCExecutor`. The ``airflow-trident drpc`` command and the HTTP
-endpoint of the Airflow API server (:mod:`airflow_trident.plugins.drpc`) use it.
+for the values: :meth:`TridentHook.drpc_executor
+<airflow_trident.hooks.trident.TridentHook.drpc_executor>`) and runs each request with
+:class:`~airflow_trident.drpc.DRPCExecutor`. The DAG is found in either layout
+(:func:`~airflow_trident.hooks.dag_tasks.dag_topology`). The ``airflow-trident drpc`` command and
+the HTTP endpoint of the Airflow API server (:mod:`airflow_trident.plugins.drpc`) use it.
 
 Examples
 --------
@@ -23,16 +25,13 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-from airflow_trident.coordination.paths import CoordinatorPaths
-from airflow_trident.coordination.store import CoordinatorStore
 from airflow_trident.drpc import DRPCExecutor, result_json
-from airflow_trident.errors import DRPCUnknownFunctionError
+from airflow_trident.errors import ConfigurationError, DRPCUnknownFunctionError, UnknownDagError
+from airflow_trident.hooks.dag_tasks import dag_topology
 from airflow_trident.hooks.trident import TridentHook
 from airflow_trident.hooks.zookeeper import ZooKeeperHook
-from airflow_trident.runtime.reference import load_topology
-from airflow_trident.state.binding import StateBinding
 
-__all__ = ["DRPCClient", "DRPCTarget", "dag_target", "drpc_command"]
+__all__ = ["DRPCClient", "DRPCTarget", "dag_target"]
 
 Row = tuple[Any, ...]
 
@@ -50,8 +49,8 @@ class DRPCTarget:
 
 
 def dag_target(dag_id: str) -> DRPCTarget:
-    """The topology and connections of the Trident DAG ``dag_id`` (its begin task's), parsed
-    from the DAG's file once per process.
+    """The topology and connections of the Trident DAG ``dag_id`` (in either layout), read
+    once per process.
 
     Raises
     ------
@@ -62,40 +61,14 @@ def dag_target(dag_id: str) -> DRPCTarget:
         found = _TARGETS.get(dag_id)
     if found is not None:
         return found
-    from airflow_trident.operators.batch import BeginBatchOperator
-
-    dag = _parse_dag(dag_id)
-    if dag is None:
-        msg = (
-            f"DAG {dag_id!r} is not in the DAGs folder; hint: check the DAG id (`airflow dags "
-            f"list`)"
-        )
-        raise DRPCUnknownFunctionError(msg)
-    for task in dag.tasks:
-        if isinstance(task, BeginBatchOperator):
-            target = DRPCTarget(task.topology, task.zookeeper_conn_id, task.state_conn_id)
-            with _TARGETS_LOCK:
-                _TARGETS[dag_id] = target
-            return target
-    msg = f"DAG {dag_id!r} has no BeginBatchOperator: it is not a Trident DAG, it has no DRPC"
-    raise DRPCUnknownFunctionError(msg)
-
-
-def _parse_dag(dag_id: str) -> Any:
-    """The DAG object of ``dag_id``: from its file if the metadata database knows it, else
-    from the DAGs folder."""
-    from airflow.dag_processing.dagbag import DagBag
-
-    fileloc = None
     try:
-        from airflow.models.dag import DagModel
-
-        model = DagModel.get_current(dag_id)
-        fileloc = model.fileloc if model is not None else None
-    except Exception:  # no metadata database here (a CLI on a bare machine): parse the folder
-        fileloc = None
-    bag = DagBag(dag_folder=fileloc) if fileloc else DagBag()
-    return bag.dags.get(dag_id)
+        where = dag_topology(dag_id)
+    except UnknownDagError as exc:
+        raise DRPCUnknownFunctionError(f"{exc}; it has no DRPC") from exc
+    target = DRPCTarget(where.topology, where.zookeeper_conn_id, where.state_conn_id)
+    with _TARGETS_LOCK:
+        _TARGETS[dag_id] = target
+    return target
 
 
 class DRPCClient:
@@ -112,6 +85,11 @@ class DRPCClient:
 
     The client connects on its first request and keeps its ZooKeeper session until
     :meth:`close` (or the end of a ``with`` block); it may be shared by threads.
+
+    Raises
+    ------
+    ConfigurationError
+        If neither or both of ``dag_id`` and ``topology`` are given.
     """
 
     def __init__(
@@ -125,14 +103,14 @@ class DRPCClient:
     ) -> None:
         if (dag_id is None) == (topology is None):
             msg = "DRPCClient: give either a dag_id or a topology (module:attribute)"
-            raise ValueError(msg)
+            raise ConfigurationError(msg)
         self.dag_id = dag_id
         self._target = (
             None if topology is None else DRPCTarget(topology, zookeeper_conn_id, state_conn_id)
         )
         self.commit_wait_s = commit_wait_s
         self._lock = threading.Lock()
-        self._zk: ZooKeeperHook | None = None
+        self._hook: TridentHook | None = None
         self._executor: DRPCExecutor | None = None
 
     def __repr__(self) -> str:
@@ -158,20 +136,19 @@ class DRPCClient:
         with self._lock:
             if self._executor is None:
                 target = self.target
-                topology = load_topology(target.topology)
-                url = TridentHook(state_conn_id=target.state_conn_id).state_url()
-                zk = ZooKeeperHook(zookeeper_conn_id=target.zookeeper_conn_id)
-                client = zk.get_conn()
-                store = CoordinatorStore(
-                    client, CoordinatorPaths(zk.get_config().root, topology.name)
+                hook = TridentHook(
+                    zookeeper_conn_id=target.zookeeper_conn_id,
+                    state_conn_id=target.state_conn_id,
                 )
-                self._zk = zk
-                self._executor = DRPCExecutor(
-                    topology,
-                    store=store,
-                    states=StateBinding(url),
-                    commit_wait_s=self.commit_wait_s,
-                )
+                hook.open_session()  # kept open until close()
+                try:
+                    self._executor = hook.drpc_executor(
+                        target.topology, commit_wait_s=self.commit_wait_s
+                    )
+                except BaseException:
+                    hook.close_session()
+                    raise
+                self._hook = hook
             return self._executor
 
     def execute_rows(self, function: str, args: Any) -> list[Row]:
@@ -195,9 +172,9 @@ class DRPCClient:
     def close(self) -> None:
         """Close the ZooKeeper session (the client reconnects on its next request)."""
         with self._lock:
-            zk, self._zk, self._executor = self._zk, None, None
-        if zk is not None:
-            zk.close()
+            hook, self._hook, self._executor = self._hook, None, None
+        if hook is not None:
+            hook.close_session()
 
     def __enter__(self) -> DRPCClient:
         return self
@@ -209,15 +186,3 @@ class DRPCClient:
         tb: TracebackType | None,
     ) -> None:
         self.close()
-
-
-def drpc_command(dag_id: str, function: str, args: str, *, out: Any = None) -> int:
-    """``airflow-trident drpc DAG_ID FUNCTION ARGS``: print the result JSON; exit status 0.
-
-    Errors propagate (the CLI prints them in one line and exits 2).
-    """
-    import sys
-
-    with DRPCClient(dag_id) as client:
-        print(client.execute(function, args), file=out or sys.stdout)
-    return 0

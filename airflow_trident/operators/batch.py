@@ -3,29 +3,21 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
-from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
-from airflow_trident.errors import BatchIncompleteError, ConfigurationError
-from airflow_trident.hooks.trident import TridentHook
-from airflow_trident.operators.job_errors import spark_job_errors
+from airflow_trident.batch.steps import BatchSteps
+from airflow_trident.errors import ConfigurationError
+from airflow_trident.hooks.commit import COMMIT_MODES, BatchCommitter, CommitRoute, is_staged
+from airflow_trident.hooks.stalls import StallWatch, wait_for_commit_order
 from airflow_trident.operators.lineage import TridentLineageMixin
 from airflow_trident.operators.metrics import emit_committed
 from airflow_trident.operators.notes import note_begin
-from airflow_trident.operators.stalls import StallWatch, wait_watching
-from airflow_trident.operators.steps import default_deferrable, txid_of
-from airflow_trident.operators.submit import (
-    SPARK_JOB,
-    exported,
-    job_arguments,
-    job_conf,
-    job_secrets,
-    warn_if_remote_driver,
-)
+from airflow_trident.operators.steps import TridentTask, default_deferrable, run_id_of, txid_of
 from airflow_trident.triggers.zookeeper import CommittedTxidTrigger
 
 __all__ = [
@@ -37,7 +29,7 @@ __all__ = [
 ]
 
 
-class _BatchOperator(BaseOperator):
+class _BatchOperator(TridentTask, BaseOperator):
     """Arguments every batch task shares."""
 
     template_fields: Sequence[str] = (
@@ -63,13 +55,8 @@ class _BatchOperator(BaseOperator):
         self.keep_txids = keep_txids
         self.begin_task_id = begin_task_id
 
-    def _hook(self) -> TridentHook:
-        return TridentHook(
-            zookeeper_conn_id=self.zookeeper_conn_id, state_conn_id=self.state_conn_id
-        )
-
-    def _steps(self) -> Any:
-        return self._hook().batch_steps(
+    def _steps(self) -> AbstractContextManager[BatchSteps]:
+        return self.trident_hook().batch_steps(
             self.topology, staging_root=self.staging_root, keep_txids=self.keep_txids
         )
 
@@ -97,22 +84,27 @@ class BeginBatchOperator(_BatchOperator):
         super().__init__(**kwargs)
 
     def execute(self, context: Any) -> dict[str, Any]:
-        return begin_batch(context, self._steps, self.log)
+        with self._steps() as steps:
+            return begin_batch(context, steps, self.log)
 
 
-def begin_batch(context: Any, open_steps: Callable[[], Any], log: Any) -> dict[str, Any]:
+def begin_batch(context: Any, steps: BatchSteps, log: Any) -> dict[str, Any]:
     """Bind ``context``'s DAG run to its txid (``dag_run.conf["txid"]`` replays one) and store
-    the batch metadata, through ``open_steps()`` (a :class:`BatchSteps` context of the begin
-    task, or of a readiness sensor that begins too); log it to ``log`` and note it on the run.
-    Returns the begin summary (the task's XCom)."""
+    the batch metadata through ``steps`` (the begin task's, or a readiness sensor's that begins
+    too); log it to ``log`` and note it on the run. Returns the begin summary (the task's XCom).
+
+    Raises
+    ------
+    ConfigurationError
+        If ``dag_run.conf["txid"]`` is not a positive integer.
+    """
     dag_run = context["dag_run"]
     conf = dag_run.conf or {}
     txid = conf.get("txid")
     if txid is not None and (not isinstance(txid, int) or isinstance(txid, bool) or txid < 1):
         msg = f"dag_run.conf txid must be a positive integer, got {txid!r}"
         raise ConfigurationError(msg)
-    with open_steps() as steps:
-        summary: dict[str, Any] = steps.begin(dag_run.run_id, txid)
+    summary: dict[str, Any] = steps.begin(dag_run.run_id, txid)
     log.info(
         "run %s is txid %d (attempt %d); committed txid is %d",
         dag_run.run_id,
@@ -126,7 +118,6 @@ def begin_batch(context: Any, open_steps: Callable[[], Any], log: Any) -> dict[s
     return summary
 
 
-COMMIT_MODES = ("worker", "spark", "auto")
 _INLINE_POLL_S = 0.2
 
 
@@ -147,9 +138,12 @@ class CommitBatchOperator(TridentLineageMixin, _BatchOperator):
       order and does the compare-and-set. For batches too large for one Airflow worker. With
       ``spark_connect_conn_id`` (the DAG's ``process_mode="connect"``) this task is the driver,
       a client of the Spark Connect server whose executors apply the partitions (no JVM start:
-      :func:`~airflow_trident.operators.connect_commit.commit_on_connect`); without it, a
+      :func:`~airflow_trident.hooks.spark.commit_on_connect`); without it, a
       ``spark-submit`` job through the Spark provider's hook;
     * ``"auto"`` — ``"spark"`` when the batch staged at least ``spark_commit_min_rows`` rows.
+
+    The route is :class:`~airflow_trident.hooks.commit.BatchCommitter`'s; this task waits for
+    its turn and hands the batch over.
 
     When txid-1 is already processed (staged), its commit is imminent: the task then waits for
     it here, up to ``inline_wait_s``, before deferring — ordered commits form a chain, and a
@@ -192,9 +186,7 @@ class CommitBatchOperator(TridentLineageMixin, _BatchOperator):
         success_after: bool = False,
         **kwargs: Any,
     ) -> None:
-        if commit_mode not in COMMIT_MODES:
-            msg = f"commit_mode must be one of {', '.join(COMMIT_MODES)}; got {commit_mode!r}"
-            raise ConfigurationError(msg)
+        CommitRoute(mode=commit_mode)  # refuses an unknown mode when the DAG is parsed
         kwargs.setdefault("depends_on_past", True)
         super().__init__(**kwargs)
         self.deferrable = default_deferrable() if deferrable is None else deferrable
@@ -207,20 +199,24 @@ class CommitBatchOperator(TridentLineageMixin, _BatchOperator):
         self.inline_wait_s = inline_wait_s
         self.spark_connect_conn_id = spark_connect_conn_id
         self.success_after = success_after
-        self._spark_hook: SparkSubmitHook | None = None
+        self._committer: BatchCommitter | None = None
 
     def execute(self, context: Any) -> dict[str, Any]:
         txid = txid_of(context, self.begin_task_id)
         with self._steps() as steps:
             committed = steps.store.committed_txid()
             topology = steps.topology.name
-            watch = StallWatch(context["ti"].dag_id, txid, "commit", run_id=_run_id(context))
+            watch = StallWatch(context["ti"].dag_id, txid, "commit", run_id=run_id_of(context))
             if not self.deferrable:
-                committed = self._wait_here(steps, txid, deadline=None, watch=watch)
-            elif committed < txid - 1 and self._previous_processed(steps, txid):
+                committed = wait_for_commit_order(
+                    steps, txid, watch, deadline=None, poll_s=self.poll_interval, log=self.log
+                )
+            elif committed < txid - 1 and is_staged(steps, txid - 1):
                 # txid-1's commit is imminent: waiting here beats a deferral's hand-offs
                 deadline = time.monotonic() + self.inline_wait_s
-                committed = self._wait_here(steps, txid, deadline=deadline, watch=watch)
+                committed = wait_for_commit_order(
+                    steps, txid, watch, deadline=deadline, poll_s=_INLINE_POLL_S, log=self.log
+                )
             if committed >= txid - 1:
                 return self._commit_then_success(context, steps, txid)
         self.log.info("txid %d waits for txid %d (committed: %d)", txid, txid - 1, committed)
@@ -231,38 +227,11 @@ class CommitBatchOperator(TridentLineageMixin, _BatchOperator):
                 txid=txid - 1,
                 poll_interval=self.poll_interval,
                 dag_id=context["ti"].dag_id,
-                waiting_run_id=_run_id(context),
+                waiting_run_id=run_id_of(context),
             ),
             method_name="execute_complete",
         )
         return {}  # pragma: no cover - defer() raises
-
-    def _previous_processed(self, steps: Any, txid: int) -> bool:
-        """Whether txid-1's current attempt is staged (its commit is next)."""
-        attempt = steps.store.attempt(txid - 1)
-        if attempt is None:
-            return False
-        try:
-            steps.staging.read_manifest(attempt)
-        except BatchIncompleteError:
-            return False
-        return True
-
-    def _wait_here(
-        self, steps: Any, txid: int, *, deadline: float | None, watch: StallWatch
-    ) -> int:
-        """Poll the committed txid until txid-1 is in (or ``deadline``); return it. Fails the
-        task at once when txid-1's runs cannot make progress (:class:`StallWatch`)."""
-        wait_watching(
-            lambda: bool(steps.store.committed_txid() >= txid - 1),
-            watch,
-            lambda: list(steps.store.runs_of_txid(txid - 1)),
-            timeout_s=None if deadline is None else max(0.0, deadline - time.monotonic()),
-            poll_s=_INLINE_POLL_S if deadline is not None else self.poll_interval,
-            log=self.log,
-        )
-        committed: int = steps.store.committed_txid()
-        return committed
 
     def execute_complete(self, context: Any, event: dict[str, Any] | None = None) -> dict[str, Any]:
         """Resume after the trigger saw txid-1 committed (or fail: txid-1 cannot commit)."""
@@ -274,7 +243,7 @@ class CommitBatchOperator(TridentLineageMixin, _BatchOperator):
         with self._steps() as steps:
             return self._commit_then_success(context, steps, txid)
 
-    def _commit_then_success(self, context: Any, steps: Any, txid: int) -> dict[str, Any]:
+    def _commit_then_success(self, context: Any, steps: BatchSteps, txid: int) -> dict[str, Any]:
         summary: dict[str, Any] = emit_committed(context, lambda: self._commit(steps, txid))
         if self.success_after:
             # the success task's step, in this task (the compact layout: one task fewer)
@@ -283,16 +252,25 @@ class CommitBatchOperator(TridentLineageMixin, _BatchOperator):
 
     def on_kill(self) -> None:
         """Stop a running Spark commit (its applied partitions keep their txid)."""
-        if self._spark_hook is not None:
-            self._spark_hook.on_kill()
+        if self._committer is not None:
+            self._committer.on_kill()
 
-    def _commit(self, steps: Any, txid: int) -> dict[str, Any]:
-        if steps.store.committed_txid() >= txid:
-            summary: dict[str, Any] = steps.commit(txid)  # a no-op, whatever the commit mode
-        elif self._on_spark(steps, txid):
-            summary = self._commit_on_spark(steps, txid)
-        else:
-            summary = steps.commit(txid)
+    def route(self) -> CommitRoute:
+        """Where this task applies the staged partitions (its rendered arguments)."""
+        return CommitRoute(
+            mode=self.commit_mode,
+            spark_commit_min_rows=self.spark_commit_min_rows,
+            spark_connect_conn_id=self.spark_connect_conn_id or None,
+            spark_conn_id=self.spark_conn_id,
+            spark_conf=self.spark_conf,
+            py_files=self.py_files,
+        )
+
+    def _commit(self, steps: BatchSteps, txid: int) -> dict[str, Any]:
+        self._committer = BatchCommitter(
+            self.trident_hook(), self.topology, self.staging_root, self.route(), log=self.log
+        )
+        summary = self._committer.commit(steps, txid)
         if summary["applied"]:
             self.log.info(
                 "txid %d committed: %d records in, keys written %s; partition ranges %s",
@@ -308,54 +286,6 @@ class CommitBatchOperator(TridentLineageMixin, _BatchOperator):
                 steps.store.committed_txid(),
             )
         return summary
-
-    def _on_spark(self, steps: Any, txid: int) -> bool:
-        if self.commit_mode != "auto":
-            return self.commit_mode == "spark"
-        attempt = steps.plan(txid).attempt
-        manifest = steps.staging.read_manifest(attempt)
-        rows = sum(f["rows"] for s in manifest["states"].values() for f in s["files"])
-        on_spark: bool = rows >= self.spark_commit_min_rows
-        self.log.info(
-            "txid %d staged %d rows: committing %s (spark_commit_min_rows=%d)",
-            txid,
-            rows,
-            "on Spark" if on_spark else "in this worker",
-            self.spark_commit_min_rows,
-        )
-        return on_spark
-
-    def _commit_on_spark(self, steps: Any, txid: int) -> dict[str, Any]:
-        # _commit answered an already committed txid; a race is the Spark job's commit's no-op
-        if self.spark_connect_conn_id:
-            from airflow_trident.operators.connect_commit import commit_on_connect
-
-            return commit_on_connect(
-                steps, self.spark_connect_conn_id, self.topology, txid, log=self.log
-            )
-        hook = self._hook()
-        config = hook.zookeeper_config()
-        secrets = job_secrets(config, hook.state_url())
-        self._spark_hook = SparkSubmitHook(
-            conf=job_conf(self.spark_conf),
-            conn_id=self.spark_conn_id,
-            py_files=self.py_files,
-            name=f"trident-{steps.topology.name}-commit",
-            application_args=job_arguments(
-                self.topology, txid, self.staging_root, config, emit_wait_s=0.0, commit=True
-            ),
-        )
-        warn_if_remote_driver(self._spark_hook._connection, secrets)
-        self.log.info("committing txid %d of %s on Spark", txid, self.topology)
-        with exported(secrets), spark_job_errors(self.staging_root, self.topology, txid, "commit"):
-            self._spark_hook.submit(SPARK_JOB)
-        summary: dict[str, Any] = steps.staging.read_commit_summary(txid)
-        return summary
-
-
-def _run_id(context: Any) -> str | None:
-    run = context.get("dag_run")
-    return None if run is None else str(run.run_id)
 
 
 class BatchSuccessOperator(_BatchOperator):

@@ -8,7 +8,8 @@ the Airflow worker's process. The server's Python workers run the topology's use
 must import ``airflow_trident`` and the topology's modules (run the server with the same Python
 environment), and the staging root must be reachable by the server and the worker alike.
 
-The connection's token travels inside the ``sc://`` URL handed to pyspark, never to a log.
+The Spark work is :func:`~airflow_trident.hooks.spark.process_on_connect`'s; the connection's
+token travels inside the ``sc://`` URL handed to pyspark, never to a log.
 """
 
 from __future__ import annotations
@@ -18,16 +19,17 @@ from typing import Any
 
 from airflow.sdk import BaseOperator
 
-from airflow_trident.hooks.trident import TridentHook
+from airflow_trident.hooks.process import committed_summary, processed_summary
+from airflow_trident.hooks.spark import process_on_connect
+from airflow_trident.hooks.stalls import wait_for_emit_order
 from airflow_trident.operators.lineage import TridentLineageMixin
 from airflow_trident.operators.metrics import emit_processed
-from airflow_trident.operators.stalls import wait_for_emit_order
-from airflow_trident.operators.steps import committed_summary, processed_summary, txid_of
+from airflow_trident.operators.steps import TridentTask, run_id_of, txid_of
 
 __all__ = ["ConnectProcessBatchOperator"]
 
 
-class ConnectProcessBatchOperator(TridentLineageMixin, BaseOperator):
+class ConnectProcessBatchOperator(TridentLineageMixin, TridentTask, BaseOperator):
     """Process this run's batch on a Spark Connect server: emit, run the plan, stage results.
 
     Every run of this task is a new attempt, as with :class:`ProcessBatchOperator
@@ -69,36 +71,26 @@ class ConnectProcessBatchOperator(TridentLineageMixin, BaseOperator):
         self.emit_wait_s = emit_wait_s
 
     def execute(self, context: Any) -> dict[str, Any]:
-        from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
-
-        from airflow_trident.batch.spark_job import process_on_spark
-        from airflow_trident.runtime.spark.session import remote_session
-
         txid = txid_of(context, self.begin_task_id)
-        hook = TridentHook(
-            zookeeper_conn_id=self.zookeeper_conn_id, state_conn_id=self.state_conn_id
-        )
-        skipped = committed_summary(hook, self.topology, self.staging_root, txid)
-        if skipped is not None:
-            self.log.info("txid %d is already committed: nothing to process", txid)
-            return dict(skipped)
-        url = SparkConnectHook(conn_id=self.spark_connect_conn_id).get_connection_url()
-        self.log.info(
-            "processing txid %d of %s on Spark Connect (connection %s)",
-            txid,
-            self.topology,
-            self.spark_connect_conn_id,
-        )
-        with (
-            remote_session(url) as spark,
-            TridentHook(
-                zookeeper_conn_id=self.zookeeper_conn_id, state_conn_id=self.state_conn_id
-            ).batch_steps(self.topology, staging_root=self.staging_root) as steps,
-        ):
+        hook = self.trident_hook()
+        with hook.batch_steps(self.topology, staging_root=self.staging_root) as steps:
+            skipped = committed_summary(steps, txid)
+            if skipped is not None:
+                self.log.info("txid %d is already committed: nothing to process", txid)
+                return skipped
             emit_wait_s = wait_for_emit_order(
-                context, steps, txid, timeout_s=self.emit_wait_s, log=self.log
+                steps, txid, dag_id=context["ti"].dag_id, run_id=run_id_of(context),
+                timeout_s=self.emit_wait_s, log=self.log,
+            )  # fmt: skip
+            self.log.info(
+                "processing txid %d of %s on Spark Connect (connection %s)",
+                txid,
+                self.topology,
+                self.spark_connect_conn_id,
             )
-            manifest = process_on_spark(steps, spark, txid, emit_wait_s)
+            manifest = process_on_connect(
+                steps, self.spark_connect_conn_id, txid, emit_wait_s=emit_wait_s
+            )
         summary = processed_summary(manifest)
         self.log.info("txid %d processed: %s", txid, summary)
         return emit_processed(context, summary)

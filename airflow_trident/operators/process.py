@@ -6,29 +6,28 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-from airflow_trident.attempt import TransactionAttempt
-from airflow_trident.hooks.trident import TridentHook
-from airflow_trident.operators.job_errors import spark_job_errors
-from airflow_trident.operators.lineage import TridentLineageMixin
-from airflow_trident.operators.metrics import emit_processed
-from airflow_trident.operators.stalls import wait_for_emit_order
-from airflow_trident.operators.steps import committed_summary, processed_summary, txid_of
-from airflow_trident.operators.submit import (
+from airflow_trident.hooks.process import committed_summary, processed
+from airflow_trident.hooks.spark import (
     SPARK_JOB,
+    deploy_mode,
     exported,
     job_arguments,
     job_conf,
     job_secrets,
+    spark_job_errors,
     warn_if_remote_driver,
 )
+from airflow_trident.hooks.stalls import wait_for_emit_order
+from airflow_trident.operators.lineage import TridentLineageMixin
+from airflow_trident.operators.metrics import emit_processed
+from airflow_trident.operators.steps import TridentTask, run_id_of, txid_of
 
 __all__ = ["SPARK_JOB", "ProcessBatchOperator"]
 
 
-class ProcessBatchOperator(TridentLineageMixin, SparkSubmitOperator):
+class ProcessBatchOperator(TridentLineageMixin, TridentTask, SparkSubmitOperator):
     """Process this run's batch on Spark: emit, run the plan, stage results plus a manifest.
 
     The topology is shipped by module reference (the package must be importable where the
@@ -70,40 +69,39 @@ class ProcessBatchOperator(TridentLineageMixin, SparkSubmitOperator):
         self.topology = topology
         self.staging_root = staging_root
         self.zookeeper_conn_id = zookeeper_conn_id
+        self.spark_conn_id = spark_conn_id
+        self.deploy_mode = kwargs.get("deploy_mode")
         self.state_conn_id = state_conn_id
         self.begin_task_id = begin_task_id
         self.emit_wait_s = emit_wait_s
 
     def execute(self, context: Any) -> dict[str, Any]:  # type: ignore[override]
         txid = txid_of(context, self.begin_task_id)
-        hook = TridentHook(
-            zookeeper_conn_id=self.zookeeper_conn_id, state_conn_id=self.state_conn_id
-        )
-        skipped = committed_summary(hook, self.topology, self.staging_root, txid)
-        if skipped is not None:
-            self.log.info("txid %d is already committed: nothing to process", txid)
-            return dict(skipped)
-        with hook.batch_steps(self.topology, staging_root=self.staging_root) as steps:
-            emit_wait_s = wait_for_emit_order(
-                context, steps, txid, timeout_s=self.emit_wait_s, log=self.log
+        hook = self.trident_hook()
+        with hook.session():  # one ZooKeeper session for the task, not one per step
+            with hook.batch_steps(self.topology, staging_root=self.staging_root) as steps:
+                skipped = committed_summary(steps, txid)
+                if skipped is not None:
+                    self.log.info("txid %d is already committed: nothing to process", txid)
+                    return skipped
+                emit_wait_s = wait_for_emit_order(
+                    steps, txid, dag_id=context["ti"].dag_id, run_id=run_id_of(context),
+                    timeout_s=self.emit_wait_s, log=self.log,
+                )  # fmt: skip
+            config = hook.zookeeper_config()
+            self.application_args = job_arguments(
+                self.topology, txid, self.staging_root, config, emit_wait_s=emit_wait_s
             )
-        config = hook.zookeeper_config()
-        self.application_args = job_arguments(
-            self.topology, txid, self.staging_root, config, emit_wait_s=emit_wait_s
-        )
-        self.conf = job_conf(self.conf)
-        secrets = job_secrets(config, hook.state_url())
-        warn_if_remote_driver(SparkSubmitHook(conn_id=self._conn_id)._connection, secrets)
-        self.log.info("processing txid %d of %s on Spark", txid, self.topology)
-        with exported(secrets), spark_job_errors(self.staging_root, self.topology, txid, "process"):
-            super().execute(context)
-        return emit_processed(context, self._summary(txid))
-
-    def _summary(self, txid: int) -> dict[str, Any]:
-        hook = TridentHook(zookeeper_conn_id=self.zookeeper_conn_id)
-        with hook.batch_steps(self.topology, staging_root=self.staging_root) as steps:
-            attempt = steps.store.attempt(txid) or TransactionAttempt(txid, 0)
-            manifest = steps.staging.read_manifest(attempt)
-        summary = processed_summary(manifest)
+            self.conf = job_conf(self.conf)
+            secrets = job_secrets(config, hook.state_url())
+            warn_if_remote_driver(deploy_mode(self.spark_conn_id, self.deploy_mode), secrets)
+            self.log.info("processing txid %d of %s on Spark", txid, self.topology)
+            with (
+                exported(secrets),
+                spark_job_errors(self.staging_root, self.topology, txid, "process"),
+            ):
+                super().execute(context)
+            with hook.batch_steps(self.topology, staging_root=self.staging_root) as steps:
+                summary = processed(steps, txid)
         self.log.info("txid %d processed: %s", txid, summary)
-        return summary
+        return emit_processed(context, summary)

@@ -1,5 +1,5 @@
-"""Small helpers the batch operators share: the txid of a run, the process task's summary and
-the deferrable default.
+"""What the batch tasks (operators and sensors) share: their hook, the txid of a run and the
+deferrable default.
 
 The batch lifecycle itself comes from :class:`~airflow_trident.hooks.trident.TridentHook`.
 """
@@ -11,8 +11,32 @@ from typing import Any
 from airflow.sdk.configuration import conf
 
 from airflow_trident.errors import ConfigurationError
+from airflow_trident.hooks.trident import TridentHook
 
-__all__ = ["committed_summary", "default_deferrable", "processed_summary", "txid_of"]
+__all__ = ["TridentTask", "default_deferrable", "run_id_of", "txid_of"]
+
+
+class TridentTask:
+    """Mixin of the batch tasks: one :class:`TridentHook` per task, for its (rendered)
+    connection ids, so the blocks a task opens inside ``with self.trident_hook().session():``
+    share one ZooKeeper session."""
+
+    zookeeper_conn_id: str
+    state_conn_id: str | None = None
+    _trident_hook: TridentHook | None = None
+
+    def trident_hook(self) -> TridentHook:
+        """This task's hook (made on first use, after the connection ids were rendered)."""
+        hook = self._trident_hook
+        if hook is None or (hook.zookeeper_conn_id, hook.state_conn_id) != (
+            self.zookeeper_conn_id,
+            self.state_conn_id,
+        ):
+            hook = TridentHook(
+                zookeeper_conn_id=self.zookeeper_conn_id, state_conn_id=self.state_conn_id
+            )
+            self._trident_hook = hook
+        return hook
 
 
 def default_deferrable() -> bool:
@@ -31,14 +55,10 @@ def default_deferrable() -> bool:
     return bool(conf.getboolean("operators", "default_deferrable", fallback=False))
 
 
-def committed_summary(hook: Any, topology: str, staging_root: str, txid: int) -> Any:
-    """The process task's XCom when ``txid`` is already committed (a cleared or backfilled run
-    of a committed txid: nothing to process, and its metadata may have been rotated away), else
-    ``None``."""
-    with hook.batch_steps(topology, staging_root=staging_root) as steps:
-        if steps.store.committed_txid() < txid:
-            return None
-    return {"txid": txid, "skipped": "already committed: nothing to process, state unchanged"}
+def run_id_of(context: Any) -> str | None:
+    """The run id of the task's context (``None`` outside a DAG run)."""
+    run = context.get("dag_run")
+    return None if run is None else str(run.run_id)
 
 
 def txid_of(context: Any, begin_task_id: str) -> int:
@@ -57,17 +77,3 @@ def txid_of(context: Any, begin_task_id: str) -> int:
         )
         raise ConfigurationError(msg)
     return int(summary["txid"])
-
-
-def processed_summary(manifest: dict[str, Any]) -> dict[str, Any]:
-    """The process task's XCom: topology, txid, attempt, records per source partition, staged
-    rows."""
-    return {
-        "topology": manifest["topology"],
-        "txid": manifest["txid"],
-        "attempt_id": manifest["attempt_id"],
-        "emitted": manifest["emitted"],
-        "records_in": sum(sum(p.values()) for p in manifest["emitted"].values()),
-        "staged_rows": {n: sum(f["rows"] for f in s["files"])
-                        for n, s in manifest["states"].items()},
-    }  # fmt: skip

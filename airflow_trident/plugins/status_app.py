@@ -26,9 +26,10 @@ from fastapi.responses import HTMLResponse, JSONResponse
 
 from airflow_trident.batch.status import TopologyStatus
 from airflow_trident.errors import TridentError
+from airflow_trident.hooks.dag_tasks import DagTopology, dag_topology, trident_dag_ids
 from airflow_trident.plugins.status_page import render_index, render_page
-from airflow_trident.plugins.status_view import URL_PREFIX
-from airflow_trident.status import DagTopology, collect_status, dag_topology, trident_dag_ids
+from airflow_trident.plugins.urls import STATUS_URL_PREFIX as URL_PREFIX
+from airflow_trident.status import collect_status
 
 __all__ = ["URL_PREFIX", "create_app"]
 
@@ -58,7 +59,7 @@ def create_app(
     def status_of(dag_id: str) -> TopologyStatus:
         try:
             return collect(resolve(dag_id))
-        except LookupError as exc:
+        except LookupError as exc:  # an unknown or non-Trident DAG, a missing connection
             raise HTTPException(status_code=404, detail=str(exc)) from exc
         except TridentError as exc:  # ZooKeeper or the state database is unreachable
             log.warning("status of DAG %s: %s", dag_id, exc)

@@ -19,9 +19,9 @@ from typing import Any
 
 from airflow.plugins_manager import AirflowPlugin
 
-__all__ = ["URL_PREFIX", "TridentStatusPlugin"]
+from airflow_trident.plugins.urls import STATUS_URL_PREFIX as URL_PREFIX
 
-URL_PREFIX = "/trident-status"
+__all__ = ["URL_PREFIX", "TridentStatusPlugin"]
 
 _Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 _Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]

@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from airflow_trident.hooks.trident import TridentHook
 from airflow_trident.operators.batch import begin_batch
 from airflow_trident.sensors.ready import BatchReadySensor
 
@@ -56,19 +55,19 @@ class BeginWhenReadySensor(BatchReadySensor):
         self.state_conn_id = state_conn_id
         self.keep_txids = keep_txids
 
-    def _steps(self) -> Any:
-        hook = TridentHook(
-            zookeeper_conn_id=self.zookeeper_conn_id, state_conn_id=self.state_conn_id
-        )
-        return hook.batch_steps(
+    def _begin(self, context: Any) -> dict[str, Any]:
+        hook = self.trident_hook()
+        with hook.batch_steps(
             self.topology, staging_root=self.staging_root, keep_txids=self.keep_txids
-        )
+        ) as steps:
+            return begin_batch(context, steps, self.log)
 
     def execute(self, context: Any) -> dict[str, Any]:
-        super().execute(context)  # returns once ready (or reschedules, defers, skips)
-        return begin_batch(context, self._steps, self.log)
+        with self.trident_hook().session():  # the wait and the begin share one session
+            super().execute(context)  # returns once ready (or reschedules, defers, skips)
+            return self._begin(context)
 
     def execute_complete(self, context: Any, event: dict[str, Any] | None = None) -> Any:
         """Resume after the trigger saw the spouts ready, and begin."""
         super().execute_complete(context, event)
-        return begin_batch(context, self._steps, self.log)
+        return self._begin(context)

@@ -11,6 +11,10 @@ that run, its task and the exact fix, and pushes the same as XCom ``blocked_by``
 XCom tab in the UI). A run that would begin a *new* txid behind such a failed run is skipped
 instead (no txid taken): begun, it could only wait, holding one of the DAG's
 ``max_active_runs`` slots, which the failed run needs to start again once it is cleared.
+
+A task opens one ZooKeeper session (its :class:`~airflow_trident.hooks.trident.TridentHook`'s)
+and, for its pokes, the hook's light readiness handle: the spouts' coordinators and the
+coordinator store, not the batch lifecycle (no committer, no interpreter, no state database).
 """
 
 from __future__ import annotations
@@ -23,8 +27,7 @@ from typing import Any
 from airflow.sdk import BaseSensorOperator
 from airflow.sdk.exceptions import AirflowSkipException
 
-from airflow_trident.hooks.trident import TridentHook
-from airflow_trident.operators.steps import default_deferrable
+from airflow_trident.operators.steps import TridentTask, default_deferrable
 from airflow_trident.triggers.zookeeper import BatchReadyTrigger
 
 __all__ = ["BatchReadySensor", "blocking_fix"]
@@ -75,7 +78,7 @@ commit before txid 4; if it keeps failing, replay txid 4 in a new run: `airflow 
     )
 
 
-class BatchReadySensor(BaseSensorOperator):
+class BatchReadySensor(TridentTask, BaseSensorOperator):
     """Poke (or defer to the triggerer) until the topology's spouts are ready (``is_ready``).
 
     :param topology: ``package.module:attribute`` of the topology (templated).
@@ -104,12 +107,14 @@ class BatchReadySensor(BaseSensorOperator):
         self.deferrable = default_deferrable() if deferrable is None else deferrable
 
     def _ready(self) -> bool:
-        hook = TridentHook(zookeeper_conn_id=self.zookeeper_conn_id)
-        with hook.batch_steps(self.topology, staging_root=self.staging_root) as steps:
-            ready: bool = steps.is_ready()
-            return ready
+        with self.trident_hook().readiness(self.topology) as readiness:
+            return readiness.is_ready()
 
     def execute(self, context: Any) -> Any:
+        with self.trident_hook().session():  # one ZooKeeper session for the task's checks
+            return self._wait(context)
+
+    def _wait(self, context: Any) -> Any:
         replayed = self._replayed_txid(context)
         if replayed is not None:
             # a replay's batch is fixed already (its metadata is in ZooKeeper): it needs no new
@@ -157,10 +162,7 @@ class BatchReadySensor(BaseSensorOperator):
         conf = getattr(context.get("dag_run"), "conf", None) or {}
         if conf.get("txid") is not None:
             return int(conf["txid"])
-        hook = TridentHook(zookeeper_conn_id=self.zookeeper_conn_id)
-        with hook.batch_steps(self.topology, staging_root=self.staging_root) as steps:
-            bound: int | None = steps.store.txid_for_run(_run(context))
-            return bound
+        return self._txid_of(_run(context))
 
     def _blocks_new_batches(self, blocked: dict[str, Any]) -> bool:
         """Whether ``blocked``'s txid is still uncommitted (or it has none), so that a new txid
@@ -169,9 +171,8 @@ class BatchReadySensor(BaseSensorOperator):
         txid = blocked.get("txid")
         if txid is None:
             return True
-        hook = TridentHook(zookeeper_conn_id=self.zookeeper_conn_id)
-        with hook.batch_steps(self.topology, staging_root=self.staging_root) as steps:
-            return int(txid) > steps.store.committed_txid()
+        with self.trident_hook().readiness(self.topology) as readiness:
+            return int(txid) > readiness.store.committed_txid()
 
     def _sibling(self, name: str) -> str:
         """The task id of this batch's ``name`` task (same task group as this sensor)."""
@@ -244,9 +245,8 @@ class BatchReadySensor(BaseSensorOperator):
         return None
 
     def _txid_of(self, run_id: str) -> int | None:
-        hook = TridentHook(zookeeper_conn_id=self.zookeeper_conn_id)
-        with hook.batch_steps(self.topology, staging_root=self.staging_root) as steps:
-            txid: int | None = steps.store.txid_for_run(run_id)
+        with self.trident_hook().readiness(self.topology) as readiness:
+            txid: int | None = readiness.store.txid_for_run(run_id)
             return txid
 
 

@@ -1,5 +1,10 @@
 """Triggers that wait in the triggerer, holding no worker slot: for the previous txid's commit,
-and for a spout to be ready."""
+and for a spout to be ready.
+
+Each keeps one ZooKeeper session for its whole life, opened through
+:class:`~airflow_trident.hooks.trident.TridentHook` (the readiness trigger with the hook's light
+readiness handle: the spouts' coordinators, no lifecycle).
+"""
 
 from __future__ import annotations
 
@@ -12,10 +17,8 @@ from typing import Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 from asgiref.sync import sync_to_async
 
-from airflow_trident.coordination.paths import CoordinatorPaths
-from airflow_trident.coordination.store import CoordinatorStore
-from airflow_trident.hooks.zookeeper import ZooKeeperHook
-from airflow_trident.operators.stalls import STALL_CHECK_S, StallWatch, dagrun_states
+from airflow_trident.hooks.stalls import STALL_CHECK_S, StallWatch, dagrun_states
+from airflow_trident.hooks.trident import TridentHook
 
 __all__ = ["BatchReadyTrigger", "CommittedTxidTrigger"]
 
@@ -63,7 +66,7 @@ class CommittedTxidTrigger(BaseTrigger):
     async def run(self) -> AsyncIterator[TriggerEvent]:
         loop = asyncio.get_running_loop()
         # With a dag_id, the trigger also watches txid's runs: when none can make progress the
-        # waiting commit gives its run slot back (see airflow_trident.operators.stalls).
+        # waiting commit gives its run slot back (see airflow_trident.hooks.stalls).
         watch = (
             None
             if self.dag_id is None
@@ -71,16 +74,17 @@ class CommittedTxidTrigger(BaseTrigger):
         )
         checked = time.monotonic()
         changed = asyncio.Event()
-        hook = ZooKeeperHook(zookeeper_conn_id=self.zookeeper_conn_id)
+        session = contextlib.ExitStack()
         try:
-            client = await asyncio.to_thread(hook.get_conn)
-            config = hook.get_config()
-            store = CoordinatorStore(client, CoordinatorPaths(config.root, self.topology))
+            hook = TridentHook(zookeeper_conn_id=self.zookeeper_conn_id)
+            store = await asyncio.to_thread(
+                session.enter_context, hook.coordinator_store(self.topology)
+            )
 
             def on_change(data: Any, stat: Any) -> None:  # kazoo's thread
                 loop.call_soon_threadsafe(changed.set)
 
-            await asyncio.to_thread(client.DataWatch, store.paths.committed_txid, on_change)
+            await asyncio.to_thread(store.client.DataWatch, store.paths.committed_txid, on_change)
             while True:
                 changed.clear()
                 committed = await asyncio.to_thread(store.committed_txid)
@@ -104,19 +108,17 @@ class CommittedTxidTrigger(BaseTrigger):
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(changed.wait(), timeout=self.poll_interval)
         finally:
-            await asyncio.to_thread(hook.close)
-
-
-def _is_ready(topology: str, zookeeper_conn_id: str, staging_root: str) -> bool:
-    from airflow_trident.hooks.trident import TridentHook
-
-    hook = TridentHook(zookeeper_conn_id=zookeeper_conn_id)
-    with hook.batch_steps(topology, staging_root=staging_root) as steps:
-        return steps.is_ready()
+            await asyncio.to_thread(session.close)
 
 
 class BatchReadyTrigger(BaseTrigger):
-    """Fires when every spout of ``topology`` (a ``module:attribute`` reference) is ready."""
+    """Fires when every spout of ``topology`` (a ``module:attribute`` reference) is ready.
+
+    It polls every ``poll_interval`` seconds on one ZooKeeper session and one readiness handle
+    (:meth:`TridentHook.readiness <airflow_trident.hooks.trident.TridentHook.readiness>`) for
+    its whole life. ``staging_root`` is kept for the serialised form only (readiness needs no
+    staging).
+    """
 
     def __init__(
         self,
@@ -144,8 +146,12 @@ class BatchReadyTrigger(BaseTrigger):
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        while not await asyncio.to_thread(
-            _is_ready, self.topology, self.zookeeper_conn_id, self.staging_root
-        ):
-            await asyncio.sleep(self.poll_interval)
-        yield TriggerEvent({"status": "ready"})  # type: ignore[no-untyped-call]
+        session = contextlib.ExitStack()
+        try:
+            hook = TridentHook(zookeeper_conn_id=self.zookeeper_conn_id)
+            ready = await asyncio.to_thread(session.enter_context, hook.readiness(self.topology))
+            while not await asyncio.to_thread(ready.is_ready):
+                await asyncio.sleep(self.poll_interval)
+            yield TriggerEvent({"status": "ready"})  # type: ignore[no-untyped-call]
+        finally:
+            await asyncio.to_thread(session.close)

@@ -20,8 +20,8 @@ from airflow_trident.coordination.client import (
     with_security_from_env,
 )
 from airflow_trident.errors import ConfigurationError, CoordinatorUnavailableError
+from airflow_trident.hooks.spark import job_arguments, job_secrets
 from airflow_trident.hooks.zookeeper import ZooKeeperHook
-from airflow_trident.operators.submit import job_arguments, job_secrets
 from tests.hooks import secure_zookeeper
 from tests.hooks.conftest import SetConnection
 from tests.hooks.secure_zookeeper import SASL_PASSWORD, SASL_USER, SecureZooKeeper

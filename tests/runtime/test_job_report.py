@@ -9,7 +9,7 @@ import pytest
 
 from airflow_trident.batch.job_report import read_job_error, reporting_errors
 from airflow_trident.errors import BatchFailedError, StateStoreUnavailableError
-from airflow_trident.operators.job_errors import spark_job_errors
+from airflow_trident.hooks.spark import spark_job_errors
 
 REFERENCE = "pkg.flows:word_count"
 

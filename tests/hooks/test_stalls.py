@@ -9,8 +9,8 @@ import pytest
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_trident.coordination.store import CoordinatorStore
-from airflow_trident.operators import stalls
-from airflow_trident.operators.stalls import StallWatch, wait_watching
+from airflow_trident.hooks import stalls
+from airflow_trident.hooks.stalls import StallWatch, wait_watching
 
 log = logging.getLogger(__name__)
 

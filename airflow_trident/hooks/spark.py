@@ -1,0 +1,235 @@
+"""How the batch tasks reach Spark: the ``spark-submit`` of the batch's Spark job, and sessions
+on a Spark Connect server.
+
+**spark-submit** (the process task, and a Spark commit without Connect): the job is
+``airflow_trident/batch/spark_job.py``; its arguments carry no secret (:func:`job_arguments`),
+its Spark conf defaults the driver's and workers' Python to this interpreter (:func:`job_conf`),
+and its secrets (:func:`job_secrets`) are exported into the task's own environment, which
+``spark-submit`` inherits, only while it runs (:func:`exported`). The Spark provider's hook turns
+``env_vars`` into ``--conf spark.yarn.appMasterEnv.X=...`` / ``spark.kubernetes.driverEnv.X=...``
+arguments on YARN and Kubernetes, i.e. onto the command line: secrets therefore never go through
+``env_vars``. A failed job fails its task with the job's own error (:func:`spark_job_errors`):
+the job writes it where the task reads it (:mod:`airflow_trident.batch.job_report`); without
+this the task would only say ``Cannot execute: spark-submit ... Error code is: 1``.
+
+**Spark Connect** (``process_mode="connect"``): the task is the driver's client
+(:func:`connect_session`); :func:`process_on_connect` emits the batch, runs the plan and stages
+it, :func:`commit_on_connect` commits with the staged partitions applied by Spark tasks on the
+server's executors — no JVM starts per batch. The server's Python workers run the topology's
+user code: they must import ``airflow_trident`` and the topology's modules (run the server with
+the same Python environment), and the staging root and state database must be reachable by the
+server and the worker alike. The connection's token travels inside the ``sc://`` URL handed to
+pyspark, never to a log.
+
+>>> from airflow_trident.coordination.client import ZkConfig
+>>> job_arguments("pkg.mod:t", 7, "/stage", ZkConfig(hosts="zk:2181", username="u",
+...               password="secret"), emit_wait_s=60.0, commit=True)
+['--topology', 'pkg.mod:t', '--txid', '7', '--staging-root', '/stage', '--zk-hosts', 'zk:2181',
+ '--zk-root', '/trident', '--emit-wait', '60.0', '--zk-user', 'u', '--commit']
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import airflow_trident.batch
+from airflow_trident.batch.job_report import clear_job_error, read_job_error
+from airflow_trident.batch.steps import BatchSteps
+from airflow_trident.coordination.client import ZkConfig, security_env
+from airflow_trident.state.sql.factory import STATE_URL_ENV
+
+__all__ = [
+    "SPARK_JOB",
+    "ZK_PASSWORD_ENV",
+    "commit_on_connect",
+    "connect_session",
+    "deploy_mode",
+    "exported",
+    "job_arguments",
+    "job_conf",
+    "job_secrets",
+    "process_on_connect",
+    "spark_job_errors",
+    "warn_if_remote_driver",
+]
+
+ZK_PASSWORD_ENV = "TRIDENT_ZK_PASSWORD"
+
+SPARK_JOB = str(Path(airflow_trident.batch.__file__).parent / "spark_job.py")
+"""The Spark application of a batch's process and Spark-commit steps
+(``airflow_trident/batch/spark_job.py``)."""
+
+log = logging.getLogger(__name__)
+
+
+# -- spark-submit ---------------------------------------------------------------------------------
+
+
+def job_arguments(
+    topology: str,
+    txid: int,
+    staging_root: str,
+    zookeeper: ZkConfig,
+    *,
+    emit_wait_s: float,
+    commit: bool = False,
+) -> list[str]:
+    """The Spark job's command-line arguments (``batch/spark_job.py``): never a secret."""
+    args = [
+        "--topology", topology,
+        "--txid", str(txid),
+        "--staging-root", staging_root,
+        "--zk-hosts", zookeeper.hosts,
+        "--zk-root", zookeeper.root,
+        "--emit-wait", str(emit_wait_s),
+    ]  # fmt: skip
+    if zookeeper.chroot:
+        args += ["--zk-chroot", zookeeper.chroot]
+    if zookeeper.username:
+        args += ["--zk-user", zookeeper.username]
+    if commit:
+        args.append("--commit")
+    return args
+
+
+def job_conf(conf: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``conf`` with the driver's and workers' Python defaulting to this interpreter."""
+    python = sys.executable
+    return {"spark.pyspark.python": python, "spark.pyspark.driver.python": python, **(conf or {})}
+
+
+def job_secrets(zookeeper: ZkConfig, url: str | None) -> dict[str, str]:
+    """The secrets the job reads from its environment: the ZooKeeper digest password, its TLS
+    and SASL settings (:func:`~airflow_trident.coordination.client.security_env`) and the
+    state database URL (:meth:`TridentHook.state_url
+    <airflow_trident.hooks.trident.TridentHook.state_url>`)."""
+    secrets = security_env(zookeeper)
+    if zookeeper.password:
+        secrets[ZK_PASSWORD_ENV] = zookeeper.password
+    if url is not None:
+        secrets[STATE_URL_ENV] = url
+    return secrets
+
+
+@contextmanager
+def exported(secrets: Mapping[str, str]) -> Iterator[None]:
+    """Set ``secrets`` in this process's environment (inherited by ``spark-submit``) for the
+    duration of the block, then restore it."""
+    previous = {key: os.environ.get(key) for key in secrets}
+    os.environ.update(secrets)
+    try:
+        yield
+    finally:
+        for key, value in previous.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def deploy_mode(spark_conn_id: str, override: str | None = None) -> str | None:
+    """The deploy mode a ``spark-submit`` through ``spark_conn_id`` uses: ``override`` (the
+    operator's ``deploy_mode``) if given, else the connection's ``deploy-mode`` extra — as the
+    Spark provider's hook resolves it. ``None`` when the connection cannot be read (the submit
+    itself then says why)."""
+    if override:
+        return override
+    from airflow.sdk import BaseHook
+
+    try:
+        extra = BaseHook.get_connection(spark_conn_id).extra_dejson
+    except Exception as exc:  # the provider reports a missing connection its own way
+        log.debug("no Spark connection %s: %s", spark_conn_id, exc)
+        return None
+    mode = extra.get("deploy-mode")
+    return None if mode is None else str(mode)
+
+
+def warn_if_remote_driver(mode: str | None, secrets: Mapping[str, str]) -> None:
+    """In cluster deploy mode (``mode``) the driver does not inherit the task's environment:
+    say which secrets it must get from the cluster instead (never their values)."""
+    if secrets and mode == "cluster":
+        log.warning(
+            "deploy_mode=cluster: the Spark driver runs remotely and does not see %s; provide "
+            "them to the driver through the cluster's secrets (they are never put on the "
+            "spark-submit command line)",
+            ", ".join(sorted(secrets)),
+        )
+
+
+@contextmanager
+def spark_job_errors(staging_root: str, reference: str, txid: int, step: str) -> Iterator[None]:
+    """Around the ``spark-submit`` of the ``step`` job (``"process"`` or ``"commit"``) of
+    ``txid``: clear an earlier report first; if the submit raises, raise the job's reported
+    error instead (the submit's exception as its ``__cause__``), logged as the task's last ERROR
+    line; else the submit's own."""
+    clear_job_error(staging_root, reference, txid, step)
+    try:
+        yield
+    except Exception as exc:
+        reported = read_job_error(staging_root, reference, txid, step)
+        if reported is None:
+            raise
+        message = f"{reported} (the Spark job of the {step} step of txid {txid} failed)"
+        log.error("%s", message)
+        raise type(reported)(message) from exc
+
+
+# -- Spark Connect --------------------------------------------------------------------------------
+
+
+@contextmanager
+def connect_session(spark_connect_conn_id: str) -> Iterator[Any]:
+    """A session on the Spark Connect server of the Spark provider's ``spark_connect``
+    connection, stopped after the block."""
+    from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
+
+    from airflow_trident.runtime.spark.session import remote_session
+
+    url = SparkConnectHook(conn_id=spark_connect_conn_id).get_connection_url()
+    with remote_session(url) as spark:
+        yield spark
+
+
+def process_on_connect(
+    steps: BatchSteps, spark_connect_conn_id: str, txid: int, *, emit_wait_s: float
+) -> dict[str, Any]:
+    """Process batch ``txid`` (a new attempt) through the Spark Connect server of
+    ``spark_connect_conn_id``: emit, run the plan, stage; return the manifest."""
+    from airflow_trident.batch.spark_job import process_on_spark
+
+    with connect_session(spark_connect_conn_id) as spark:
+        return process_on_spark(steps, spark, txid, emit_wait_s)
+
+
+def commit_on_connect(
+    steps: BatchSteps, spark_connect_conn_id: str, reference: str, txid: int
+) -> dict[str, Any]:
+    """Commit staged batch ``txid`` through the Spark Connect server of
+    ``spark_connect_conn_id``; write and return the commit summary.
+
+    This task is the driver, as the ``spark-submit`` job's driver is
+    (:func:`airflow_trident.batch.spark_job.commit_on_spark`): the order check, the
+    stale-opaque check, ZooKeeper's compare-and-set and the ledger row happen here, while
+    :class:`~airflow_trident.runtime.spark.commit.SparkBatchApplier` applies each staged
+    partition in a Spark task on the server's executors (``range`` + ``mapInArrow``, both
+    supported by Spark Connect); the state database reaches them inside the task closure.
+
+    Raises
+    ------
+    TridentError
+        An executor's own error (``StateBehindError``, ``BatchIncompleteError``, ...) or
+        ``BatchFailedError``; partitions applied before it keep their txid and a retry of the
+        commit skips them.
+    """
+    from airflow_trident.batch.spark_job import commit_on_spark
+
+    with connect_session(spark_connect_conn_id) as spark:
+        summary: dict[str, Any] = commit_on_spark(steps, spark, reference, txid, 0.0)
+    return summary
