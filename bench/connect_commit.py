@@ -59,7 +59,7 @@ def main() -> int:
     from airflow_trident.batch.lifecycle import zookeeper_batch_steps
     from airflow_trident.batch.spark_job import commit_on_spark
     from airflow_trident.coordination.client import ZkConfig, connect
-    from airflow_trident.operators.submit import SPARK_JOB, job_arguments, job_conf
+    from airflow_trident.hooks.spark import SPARK_JOB, job_arguments, job_conf
     from airflow_trident.runtime.reference import load_topology
     from airflow_trident.runtime.spark.session import remote_session
     from tests.harness.connect import running_connect_server

@@ -182,29 +182,36 @@ def test_pipelined_process_of_txid_2_waits_for_txid_1_to_emit(steps: BatchSteps)
 
 
 def test_auto_commit_mode_chooses_spark_by_staged_rows(steps: BatchSteps) -> None:
-    from airflow_trident.operators.batch import CommitBatchOperator
+    from airflow_trident.hooks.commit import CommitRoute, staged_rows
 
     txid = int(steps.begin("r1")["txid"])
     steps.process_local(txid)  # 2 lines -> 3 distinct words staged
-    common = {"task_id": "commit", "topology": "m:t", "staging_root": "/x", "commit_mode": "auto"}
-    small = CommitBatchOperator(spark_commit_min_rows=4, **common)
-    large = CommitBatchOperator(spark_commit_min_rows=3, **common)
-    assert (small._on_spark(steps, txid), large._on_spark(steps, txid)) == (False, True)
+    rows = staged_rows(steps, txid)
+    small = CommitRoute(mode="auto", spark_commit_min_rows=4)
+    large = CommitRoute(mode="auto", spark_commit_min_rows=3)
+    assert (small.on_spark_for(staged_rows=rows), large.on_spark_for(staged_rows=rows)) == (
+        False,
+        True,
+    )
 
 
 def test_commit_waits_inline_only_when_the_previous_txid_is_processed(steps: BatchSteps) -> None:
-    from airflow_trident.operators.batch import CommitBatchOperator
-    from airflow_trident.operators.stalls import StallWatch
+    import logging
+
+    from airflow_trident.hooks.commit import is_staged
+    from airflow_trident.hooks.stalls import StallWatch, wait_for_commit_order
 
     first, second = (int(steps.begin(r)["txid"]) for r in ("r1", "r2"))
-    commit = CommitBatchOperator(task_id="commit", topology="m:t", staging_root="/x")
-    assert commit._previous_processed(steps, second) is False  # txid 1 not processed: defer
+    assert is_staged(steps, second - 1) is False  # txid 1 not processed: defer
     steps.process_local(first)
-    assert commit._previous_processed(steps, second) is True  # its commit is next: wait here
+    assert is_staged(steps, second - 1) is True  # its commit is next: wait here
     steps.commit(first)
     deadline = 0.0  # already past: returns at once with what is committed
     watch = StallWatch("d", second, "commit")
-    assert commit._wait_here(steps, second, deadline=deadline, watch=watch) == first
+    log = logging.getLogger(__name__)
+    assert wait_for_commit_order(steps, second, watch, deadline=deadline, poll_s=0.2, log=log) == (
+        first
+    )
 
 
 def test_commit_summary_shows_each_partitions_range(steps: BatchSteps) -> None:
