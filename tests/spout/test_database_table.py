@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from airflow_trident.batch.steps import BatchSteps
 from airflow_trident.attempt import TransactionAttempt
+from airflow_trident.batch.steps import BatchSteps
 from airflow_trident.coordination.memory import MemoryCoordinatorStore
 from airflow_trident.errors import ConfigurationError, SpoutEmitError
 from airflow_trident.operation import Count
