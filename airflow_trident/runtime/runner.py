@@ -1,5 +1,5 @@
 """Deprecated alias: :class:`LocalRunner` and :class:`BatchReport` moved to
-:mod:`airflow_trident.batch.runner` (0.2.0); this path warns and goes away in 0.3.0.
+:mod:`airflow_trident.batch.runner`; this path warns and goes away in 0.2.0.
 
 The lookup is by name at run time, so no import arrow runs from ``runtime`` up to ``batch``
 (docs/architecture.md, "Layers").
