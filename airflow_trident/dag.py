@@ -38,6 +38,7 @@ from typing import Any
 from airflow.sdk import DAG, BaseOperator, TaskGroup
 
 from airflow_trident.errors import ConfigurationError
+from airflow_trident.hooks.arguments import check_dag_arguments
 from airflow_trident.hooks.commit import COMMIT_MODES
 from airflow_trident.operators.assets import commits_alias
 from airflow_trident.operators.batch import (
@@ -156,6 +157,9 @@ def trident_batch(
     >>> [t.task_id for t in dag.topological_sort()]
     ['batch.begin', 'batch.process', 'batch.commit']
     """
+    check_dag_arguments(
+        {k: v for k, v in locals().items() if k != "topology"}, where="trident_batch"
+    )
     if layout not in LAYOUTS:
         msg = (
             f"layout {layout!r} is not one of {', '.join(LAYOUTS)}: 'standard' has a task per "
@@ -285,6 +289,7 @@ def trident_dag(
     ...
     airflow_trident.errors.ConfigurationError: trident_dag sets max_active_runs itself: ...
     """
+    check_dag_arguments({"max_active_batches": max_active_batches, "retries": retries, **kwargs})
     name = load_topology(topology).name
     if max_active_batches < 1:
         msg = f"max_active_batches must be >= 1, got {max_active_batches}"

@@ -48,6 +48,7 @@ ZkSasl(mechanism='DIGEST-MD5', username='etl', service='zookeeper', principal=No
 
 from __future__ import annotations
 
+import difflib
 from types import TracebackType
 from typing import Any
 
@@ -112,8 +113,13 @@ class ZooKeeperHook(BaseHook):
         where = f"ZooKeeper connection {self.zookeeper_conn_id!r}"
         extra = conn.extra_dejson
         unknown = sorted(set(extra) - set(_EXTRAS) - {_prefixed(k) for k in _EXTRAS})
-        if unknown:
-            self.log.warning("%s: ignoring unknown extras %s (known: %s)", where, unknown, _EXTRAS)
+        if unknown:  # a misspelt TLS/SASL extra must not silently give a plain connection
+            close = {k: difflib.get_close_matches(k, _EXTRAS, n=1) for k in unknown}
+            hints = [f"{k!r} -> {c[0]!r}" for k, c in close.items() if c]
+            msg = f"{where}: unknown extra(s) {unknown}; known: {', '.join(_EXTRAS)}" + (
+                f"; hint: did you mean {', '.join(hints)}?" if hints else ""
+            )
+            raise ConfigurationError(msg)
         options: dict[str, Any] = {
             "hosts": _hosts(conn.host, conn.port, where),
             "chroot": _chroot(conn.schema),

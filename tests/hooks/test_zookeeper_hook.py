@@ -104,11 +104,24 @@ def test_config_rejects_malformed_connections(
     assert hook.zookeeper_conn_id in str(info.value)
 
 
-def test_unknown_extras_are_named_in_a_warning(
-    airflow_conn: SetConnection, all_output: Callable[[], str]
+@pytest.mark.parametrize(
+    ("extra", "hint"),
+    [({"use_tls": True}, "'use_tls' -> 'use_ssl'"), ({"session-timeout": 3}, "'session_timeout'")],
+)
+def test_unknown_extras_are_refused_with_the_close_name(
+    airflow_conn: SetConnection, extra: dict[str, object], hint: str
 ) -> None:
-    hook_for(airflow_conn, host="zk", extra={"session-timeout": 3}).get_config()
-    assert "ignoring unknown extras ['session-timeout']" in all_output()
+    # Given a connection with a misspelt extra (use_tls was a warning, then plain TCP)
+    hook = hook_for(airflow_conn, host="zk", extra=extra)
+    # When its config is read, or the form's Test button runs
+    with pytest.raises(ConfigurationError, match="unknown extra") as info:
+        hook.get_config()
+    ok, message = hook.test_connection()
+    # Then both refuse it, naming the connection, the extra and the known name
+    assert hook.zookeeper_conn_id in str(info.value)
+    assert hint in str(info.value)
+    assert not ok
+    assert hint in message
 
 
 def test_ui_relabels_fields_for_zookeeper() -> None:
