@@ -14,32 +14,12 @@ plugin is registered by the ``airflow.plugins`` entry point of this distribution
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
-
 from airflow.plugins_manager import AirflowPlugin
 
+from airflow_trident.plugins.lazy import LazyApp
 from airflow_trident.plugins.urls import STATUS_URL_PREFIX as URL_PREFIX
 
 __all__ = ["URL_PREFIX", "TridentStatusPlugin"]
-
-_Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
-_Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
-
-
-class _LazyApp:
-    """An ASGI app that builds the view's FastAPI app on its first request."""
-
-    def __init__(self) -> None:
-        self._app: Any = None
-
-    async def __call__(self, scope: MutableMapping[str, Any], receive: _Receive,
-                       send: _Send) -> None:  # fmt: skip
-        if self._app is None:
-            from airflow_trident.plugins.status_app import create_app
-
-            self._app = create_app()
-        await self._app(scope, receive, send)
 
 
 class TridentStatusPlugin(AirflowPlugin):
@@ -47,7 +27,11 @@ class TridentStatusPlugin(AirflowPlugin):
 
     name = "trident_status"
     fastapi_apps = [  # noqa: RUF012 (AirflowPlugin's own attributes are plain lists)
-        {"app": _LazyApp(), "url_prefix": URL_PREFIX, "name": "Trident status"}
+        {
+            "app": LazyApp("airflow_trident.plugins.status_app:create_app"),
+            "url_prefix": URL_PREFIX,
+            "name": "Trident status",
+        }
     ]
     external_views = [  # noqa: RUF012
         {
