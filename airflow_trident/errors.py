@@ -36,6 +36,7 @@ __all__ = [
     "NotExactlyOnceError",
     "StateBehindError",
     "StateError",
+    "SchemaMismatchError",
     "SpoutEmitError",
     "SpoutUnavailableError",
     "StateStoreUnavailableError",
@@ -90,6 +91,10 @@ class StateError(TridentError):
 
 class StateBehindError(StateError):
     """A batch whose txid is behind the txid already stored in state."""
+
+
+class SchemaMismatchError(StateError):
+    """A batch's columns do not fit the sink table's schema (refused before anything is written)."""
 
 
 class CommitOrderError(TridentError):
