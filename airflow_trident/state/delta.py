@@ -43,6 +43,7 @@ from airflow_trident.errors import ConfigurationError, StateError
 from airflow_trident.names import validate_name
 from airflow_trident.operation.base import StateUpdater
 from airflow_trident.state.base import StateType
+from airflow_trident.state.schema_evolution import align, plan_schema
 from airflow_trident.tuple import TridentCollector, TridentTuple
 
 __all__ = ["DeltaState", "DeltaStateFactory", "DeltaWriter", "delta_state"]
@@ -69,6 +70,7 @@ class DeltaStateFactory:
         schema: pa.Schema | None = None,
         txid_column: str | None = "trident_txid",
         storage_options: Mapping[str, str] | None = None,
+        evolve_schema: bool = False,
     ) -> None:
         if not path:
             msg = "delta_state: path is empty; hint: a local directory or an s3:// URI"
@@ -87,6 +89,7 @@ class DeltaStateFactory:
             None if txid_column is None else validate_name(txid_column, kind="txid column")
         )
         self.storage_options = dict(storage_options or {})
+        self.evolve_schema = evolve_schema
 
     def __repr__(self) -> str:
         mode = f"merge on {list(self.merge_keys)}" if self.merge_keys else "append"
@@ -111,6 +114,7 @@ def delta_state(
     schema: pa.Schema | None = None,
     txid_column: str | None = "trident_txid",
     storage_options: Mapping[str, str] | None = None,
+    evolve_schema: bool = False,
 ) -> DeltaStateFactory:
     """A transactional state writing each batch's rows into the Delta table at ``path``.
 
@@ -130,6 +134,10 @@ def delta_state(
         A column holding the txid that wrote each row (``None``: none).
     storage_options:
         delta-rs storage options (object store credentials, say).
+    evolve_schema:
+        A column the table lacks is added as a nullable column (in the same Delta commit as
+        the rows); ``False`` refuses it. Incompatible changes are always refused before
+        writing (:mod:`airflow_trident.state.schema_evolution`).
     """
     return DeltaStateFactory(
         path,
@@ -138,6 +146,7 @@ def delta_state(
         schema=schema,
         txid_column=txid_column,
         storage_options=storage_options,
+        evolve_schema=evolve_schema,
     )
 
 
@@ -249,6 +258,18 @@ class DeltaState:
         if column is not None:
             rows = [{**r, column: txid} for r in rows]
         data = pa.Table.from_pylist(rows, schema=self.factory.schema)
+        plan = plan_schema(
+            data.schema,
+            None if table is None else pa.schema(table.schema().to_arrow()),
+            evolve=self.factory.evolve_schema,
+            where=f"delta table {self.factory.path!r}, txid {txid}",
+        )
+        data = align(data, plan)
+        if plan.added:
+            log.warning(
+                "delta table %s: txid %d adds columns %s",
+                self.factory.path, txid, [f.name for f in plan.added],
+            )  # fmt: skip
         props = CommitProperties(
             app_transactions=[
                 Transaction(app_id=self.partition_app_id, version=txid),
@@ -262,6 +283,7 @@ class DeltaState:
                 self.factory.path,
                 _last_per_key(data, keys) if keys else data,
                 mode="append",
+                schema_mode="merge" if plan.added else None,
                 commit_properties=props,
                 storage_options=options,
             )
@@ -273,6 +295,7 @@ class DeltaState:
                 predicate=predicate,
                 source_alias="s",
                 target_alias="t",
+                merge_schema=bool(plan.added),
                 commit_properties=props,
             )
             .when_matched_update_all()
