@@ -49,7 +49,9 @@ __all__ = [
     "ZK_PASSWORD_ENV",
     "commit_on_connect",
     "connect_session",
+    "LOG4J2_CONF",
     "deploy_mode",
+    "durable_submit",
     "exported",
     "job_arguments",
     "job_conf",
@@ -98,10 +100,55 @@ def job_arguments(
     return args
 
 
-def job_conf(conf: Mapping[str, Any] | None) -> dict[str, Any]:
-    """``conf`` with the driver's and workers' Python defaulting to this interpreter."""
+LOG4J2_CONF = str(Path(airflow_trident.batch.__file__).parent / "log4j2.properties")
+"""The Spark job's log4j2 configuration in client deploy mode: WARN and above
+(``airflow_trident/batch/log4j2.properties``)."""
+
+
+def job_conf(conf: Mapping[str, Any] | None, *, mode: str | None = None) -> dict[str, Any]:
+    """``conf`` with defaults for the batch's Spark job: the driver's and workers' Python is
+    this interpreter, and Spark logs WARN and above (``spark.log.level``; in client deploy
+    ``mode``, where the driver is ``spark-submit`` on this worker, also from the JVM's start:
+    :data:`LOG4J2_CONF`), so the task's log leads with the batch's own lines. ``conf`` wins.
+
+    >>> conf = job_conf({"spark.log.level": "INFO"}, mode="cluster")
+    >>> conf["spark.log.level"], "spark.driver.extraJavaOptions" in conf
+    ('INFO', False)
+    >>> job_conf(None)["spark.driver.extraJavaOptions"]
+    '-Dlog4j2.configurationFile=file:.../airflow_trident/batch/log4j2.properties'
+    """
     python = sys.executable
-    return {"spark.pyspark.python": python, "spark.pyspark.driver.python": python, **(conf or {})}
+    defaults: dict[str, Any] = {
+        "spark.pyspark.python": python,
+        "spark.pyspark.driver.python": python,
+        "spark.log.level": "WARN",
+    }
+    if mode != "cluster":  # the file is on this machine, not on a cluster's driver
+        defaults["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{LOG4J2_CONF}"
+    return {**defaults, **(conf or {})}
+
+
+def durable_submit(hook: Any, requested: bool | None) -> bool:
+    """Whether the process step's ``spark-submit`` is *durable*: a retry of the task reconnects
+    to the Spark job its earlier try submitted (the Spark provider's ``durable``, Airflow 3.3)
+    instead of submitting a new one.
+
+    Either way the batch stays exact: the Spark job itself starts the attempt (the next attempt
+    id of the txid, in ZooKeeper) and stages under it with a manifest; the commit applies the
+    manifest of the txid's current attempt only. A resumed job therefore finishes the attempt it
+    started, which is still the current one (only a process step starts attempts); a new job
+    starts a newer attempt and an older job's staging is never read.
+
+    ``requested`` is the operator's ``durable`` if the DAG set it (then the provider's rules
+    apply: YARN cluster mode needs ``yarn_track_via_rm_api=True``). Unset, it is durable where
+    the provider can find the job again — Spark standalone cluster mode (the master's REST
+    API), Kubernetes with ``track_driver_via_k8s_api``, YARN cluster mode with
+    ``yarn_track_via_rm_api`` — and not on YARN cluster mode without the ResourceManager's API,
+    where the provider would refuse to submit at all.
+    """
+    if requested is not None:
+        return bool(requested)
+    return not (hook._is_yarn_cluster_mode and not hook._yarn_track_via_rm_api)
 
 
 def job_secrets(zookeeper: ZkConfig, url: str | None) -> dict[str, str]:

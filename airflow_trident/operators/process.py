@@ -8,10 +8,11 @@ from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-from airflow_trident.hooks.process import committed_summary, processed
+from airflow_trident.hooks.process import committed_summary, processed, processed_line
 from airflow_trident.hooks.spark import (
     SPARK_JOB,
     deploy_mode,
+    durable_submit,
     exported,
     job_arguments,
     job_conf,
@@ -41,6 +42,9 @@ class ProcessBatchOperator(TridentLineageMixin, TridentTask, SparkSubmitOperator
     :param staging_root: where results are staged (templated).
     :param spark_conn_id: the Spark connection (master, deploy mode, ...).
     :param emit_wait_s: how long a transactional partitioned spout's emit waits for txid-1's.
+    :param durable: whether a retry reconnects to the Spark job of an earlier try (the Spark
+        provider's; unset: where the provider can track the job, see
+        :func:`~airflow_trident.hooks.spark.durable_submit` for why either is exact).
     """
 
     template_fields: Sequence[str] = (
@@ -65,6 +69,7 @@ class ProcessBatchOperator(TridentLineageMixin, TridentTask, SparkSubmitOperator
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("name", "trident-batch")
+        self._durable_requested: bool | None = kwargs.get("durable")
         super().__init__(application=SPARK_JOB, conn_id=spark_conn_id, **kwargs)
         self.topology = topology
         self.staging_root = staging_root
@@ -92,16 +97,28 @@ class ProcessBatchOperator(TridentLineageMixin, TridentTask, SparkSubmitOperator
             self.application_args = job_arguments(
                 self.topology, txid, self.staging_root, config, emit_wait_s=emit_wait_s
             )
-            self.conf = job_conf(self.conf)
+            mode = deploy_mode(self.spark_conn_id, self.deploy_mode)
             secrets = job_secrets(config, hook.state_url())
-            warn_if_remote_driver(deploy_mode(self.spark_conn_id, self.deploy_mode), secrets)
+            warn_if_remote_driver(mode, secrets)
             self.log.info("processing txid %d of %s on Spark", txid, self.topology)
             with (
                 exported(secrets),
                 spark_job_errors(self.staging_root, self.topology, txid, "process"),
             ):
-                super().execute(context)
+                self.submit(context, mode=mode)
             with hook.batch_steps(self.topology, staging_root=self.staging_root) as steps:
                 summary = processed(steps, txid)
-        self.log.info("txid %d processed: %s", txid, summary)
+        self.log.info("%s", processed_line(summary))
         return emit_processed(context, summary)
+
+    def prepare_submit(self, *, mode: str | None) -> None:
+        """Settle the Spark conf (the batch's defaults, :func:`~airflow_trident.hooks.spark.
+        job_conf`) and durability (:func:`~airflow_trident.hooks.spark.durable_submit`) of the
+        ``spark-submit`` in deploy ``mode``; ``application_args`` are set before."""
+        self.conf = job_conf(self.conf, mode=mode)
+        self.durable = durable_submit(self._get_hook(), self._durable_requested)
+
+    def submit(self, context: Any, *, mode: str | None) -> None:
+        """The ``spark-submit`` of the job: the Spark provider's operator, prepared."""
+        self.prepare_submit(mode=mode)
+        super().execute(context)
