@@ -49,9 +49,17 @@ from airflow_trident.errors import (
     UnknownDagError,
 )
 from airflow_trident.hooks.dag_tasks import dag_topology
-from airflow_trident.hooks.trident import TridentHook, missing_connection
+from airflow_trident.hooks.trident import TridentHook
 
-__all__ = ["DESCRIPTION", "BackfillRun", "main", "plan_backfill"]
+__all__ = [
+    "COMMANDS",
+    "DESCRIPTION",
+    "BackfillRun",
+    "build_parser",
+    "get_cli_commands",
+    "main",
+    "plan_backfill",
+]
 
 DESCRIPTION = (
     "Command-line tools next to Airflow's own, for DAGs made by trident_dag: replay txids "
@@ -369,38 +377,112 @@ def drpc(dag_id: str, function: str, args: str) -> int:
     return 0
 
 
+_Arg = tuple[tuple[str, ...], dict[str, Any]]
+_DAG_ID: _Arg = (("dag_id",), {"help": "a DAG made by trident_dag"})
+COMMANDS: dict[str, tuple[str, tuple[_Arg, ...]]] = {
+    "backfill": (
+        "create DAG runs replaying a txid range",
+        (
+            _DAG_ID,
+            (("--from-txid",), {"type": int, "required": True, "help": "first txid of the range"}),
+            (("--to-txid",), {"type": int, "required": True, "help": "last txid of the range"}),
+            (("--dry-run",), {"action": "store_true", "help": "print the runs, create none"}),
+        ),
+    ),
+    "rebuild": (
+        "fill new states from the batch archive",
+        (
+            (("topology",), {"help": "package.module:attribute, or a DAG made by trident_dag"}),
+            (("--state",), {"action": "append", "required": True, "help": "a state to rebuild"}),
+            (("--from-txid",), {"type": int, "default": 1, "help": "first txid (default 1)"}),
+            (("--to-txid",), {"type": int, "default": None, "help": "default: last committed"}),
+            (("--state-conn-id",), {"help": "the state database's Airflow connection"}),
+            (("--source-topology",), {"help": "whose archive (default: same)"}),
+        ),
+    ),
+    "drpc": (
+        "answer a DRPC request from committed state",
+        (
+            _DAG_ID,
+            (("function",), {"help": "the DRPC stream's name (new_drpc_stream)"}),
+            (("args",), {"help": "the request's argument string"}),
+        ),
+    ),
+    "status": (
+        "show txids, batches in flight, commits, lag",
+        (
+            _DAG_ID,
+            (("--json",), {"action": "store_true", "help": "print JSON instead of text"}),
+            (
+                ("--last",),
+                {"type": int, "default": 10, "help": "how many last commits (default 10)"},
+            ),
+        ),
+    ),
+}
+"""Every command, its help and its arguments: ``airflow-trident COMMAND`` and
+``airflow trident COMMAND`` (:func:`get_cli_commands`) are built from this one table."""
+
+
+def build_parser(prog: str = "airflow-trident") -> argparse.ArgumentParser:
+    """The parser of ``airflow-trident`` (with ``--version``).
+
+    >>> build_parser().parse_args(["status", "my_dag", "--json"]).json
+    True
+    """
+    from airflow_trident import __version__
+
+    parser = argparse.ArgumentParser(prog=prog, description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, help="what to do")
+    for name, (help_text, arguments) in COMMANDS.items():
+        command = commands.add_parser(name, help=help_text)
+        for flags, options in arguments:
+            command.add_argument(*flags, **options)
+    return parser
+
+
+def get_cli_commands() -> list[Any]:
+    """The ``airflow trident ...`` commands, for the provider's ``cli`` entry
+    (``get_provider_info``): the same commands and arguments as ``airflow-trident``, plus
+    ``airflow trident version``."""
+    from airflow.cli.cli_config import ActionCommand, Arg, GroupCommand, lazy_load_command
+
+    subcommands = [
+        ActionCommand(
+            name=name,
+            help=help_text,
+            func=lazy_load_command(f"airflow_trident.cli.airflow_{name}"),
+            args=tuple(Arg(flags, **options) for flags, options in arguments),  # type: ignore[no-untyped-call]
+        )
+        for name, (help_text, arguments) in COMMANDS.items()
+    ]
+    subcommands.append(
+        ActionCommand(
+            name="version",
+            help="print airflow-trident's version",
+            func=lazy_load_command("airflow_trident.cli.airflow_version"),
+            args=(),
+        )
+    )
+    return [GroupCommand(name="trident", help="Trident topologies", subcommands=subcommands,
+                         description=DESCRIPTION)]  # fmt: skip
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``airflow-trident``."""
-    parser = argparse.ArgumentParser(prog="airflow-trident", description=DESCRIPTION)
-    commands = parser.add_subparsers(dest="command", required=True, help="what to do")
-    fill = commands.add_parser("backfill", help="create DAG runs replaying a txid range")
-    fill.add_argument("dag_id", help="a DAG made by trident_dag")
-    fill.add_argument("--from-txid", type=int, required=True, help="first txid of the range")
-    fill.add_argument("--to-txid", type=int, required=True, help="last txid of the range")
-    fill.add_argument("--dry-run", action="store_true", help="print the runs, create none")
-    build = commands.add_parser("rebuild", help="fill new states from the batch archive")
-    build.add_argument("topology", help="package.module:attribute, or a DAG made by trident_dag")
-    build.add_argument("--state", action="append", required=True, help="a state to rebuild")
-    build.add_argument("--from-txid", type=int, default=1, help="first txid (default 1)")
-    build.add_argument("--to-txid", type=int, default=None, help="default: last committed")
-    build.add_argument(
-        "--state-conn-id", default=None, help="the state database's Airflow connection"
-    )
-    build.add_argument("--source-topology", default=None, help="whose archive (default: same)")
-    ask = commands.add_parser("drpc", help="answer a DRPC request from committed state")
-    ask.add_argument("dag_id", help="a DAG made by trident_dag")
-    ask.add_argument("function", help="the DRPC stream's name (new_drpc_stream)")
-    ask.add_argument("args", help="the request's argument string")
-    show = commands.add_parser("status", help="show txids, batches in flight, commits, lag")
-    show.add_argument("dag_id", help="a DAG made by trident_dag")
-    show.add_argument("--json", action="store_true", help="print JSON instead of text")
-    show.add_argument("--last", type=int, default=10, help="how many last commits (default 10)")
-    args = parser.parse_args(argv)
+    return _execute(build_parser().parse_args(argv))
+
+
+def _execute(args: argparse.Namespace) -> int:
+    """Run the command ``args.command`` with its arguments; the exit status."""
     # Like `airflow connections` (and the scheduler, the api-server): an operator's tool with the
     # metadata database at hand, so connections stored there are found too. Outside a task,
     # Airflow 3.3 otherwise reads only AIRFLOW_CONN_* and external secrets backends.
     os.environ.setdefault("_AIRFLOW_PROCESS_CONTEXT", "server")
     from airflow.sdk.exceptions import AirflowNotFoundException
+
+    from airflow_trident.hooks.trident import missing_connection
 
     _logs_to_stderr()
     try:
@@ -422,6 +504,40 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, LookupError) as exc:  # a library's refusal: one line, not a traceback
         _error(str(exc))
         return 2
+
+
+def _from_airflow(command: str, args: argparse.Namespace) -> None:
+    args.command = command
+    code = _execute(args)
+    if code:
+        sys.exit(code)
+
+
+def airflow_backfill(args: argparse.Namespace) -> None:
+    """``airflow trident backfill``."""
+    _from_airflow("backfill", args)
+
+
+def airflow_rebuild(args: argparse.Namespace) -> None:
+    """``airflow trident rebuild``."""
+    _from_airflow("rebuild", args)
+
+
+def airflow_drpc(args: argparse.Namespace) -> None:
+    """``airflow trident drpc``."""
+    _from_airflow("drpc", args)
+
+
+def airflow_status(args: argparse.Namespace) -> None:
+    """``airflow trident status``."""
+    _from_airflow("status", args)
+
+
+def airflow_version(args: argparse.Namespace) -> None:
+    """``airflow trident version``."""
+    from airflow_trident import __version__
+
+    print(__version__)
 
 
 if __name__ == "__main__":

@@ -30,14 +30,13 @@ or a batch inside a larger DAG::
 from __future__ import annotations
 
 import inspect
-import os
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 from airflow.sdk import DAG, BaseOperator, TaskGroup
 
 from airflow_trident.errors import ConfigurationError
+from airflow_trident.hooks import config
 from airflow_trident.hooks.arguments import check_dag_arguments
 from airflow_trident.hooks.commit import COMMIT_MODES
 from airflow_trident.operators.assets import commits_alias
@@ -95,12 +94,11 @@ _DOCS = {
 
 
 def default_staging_root() -> str:
-    """``TRIDENT_STAGING_ROOT``, or ``~/.airflow_trident/staging``."""
-    root = os.environ.get("TRIDENT_STAGING_ROOT")
-    if root:
-        return root
-    home = Path(os.environ.get("TRIDENT_HOME", Path.home() / ".airflow_trident"))
-    return str(home / "staging")
+    """The staging root a task uses when its DAG gives none, read now: ``[trident]
+    staging_root``, ``TRIDENT_STAGING_ROOT``, or the single-machine default
+    (:func:`airflow_trident.hooks.config.staging_root`). The factory no longer calls it: a
+    DAG without ``staging_root`` leaves it to each task, at run time."""
+    return config.staging_root(None)
 
 
 def trident_batch(
@@ -181,7 +179,7 @@ def trident_batch(
         raise ConfigurationError(msg)
     name = load_topology(topology).name
     group_id = group_id or name
-    root = staging_root or default_staging_root()
+    root = staging_root  # None: each task reads [trident] staging_root when it runs
     common: dict[str, Any] = {
         "topology": topology,
         "staging_root": root,

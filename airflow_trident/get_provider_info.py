@@ -10,6 +10,10 @@ manager calls this function while Airflow itself is starting.
 ('airflow-trident', '0.1.0')
 >>> sorted(c["connection-type"] for c in info["connection-types"])
 ['trident_state', 'trident_zookeeper']
+>>> sorted(info["config"]["trident"]["options"])
+['embedded', 'home', 'staging_root', 'state_conn_id']
+>>> info["cli"], [p["name"] for p in info["plugins"]]
+(['airflow_trident.cli.get_cli_commands'], ['trident_notes', 'trident_drpc', 'trident_status'])
 """
 
 from __future__ import annotations
@@ -19,7 +23,13 @@ from typing import Any
 
 from airflow_trident import __version__
 
-__all__ = ["DOCUMENTATION_URL", "connection_type_info", "get_provider_info", "ui_field_behaviour"]
+__all__ = [
+    "CONFIG",
+    "DOCUMENTATION_URL",
+    "connection_type_info",
+    "get_provider_info",
+    "ui_field_behaviour",
+]
 
 DOCUMENTATION_URL = "https://github.com/airflow-trident/airflow-trident/tree/main/docs"
 """Where the how-tos live (also ``[project.urls] Documentation`` in pyproject.toml, which is what
@@ -150,6 +160,75 @@ _CONNECTION_TYPES: tuple[dict[str, Any], ...] = (
 )
 
 
+_PLUGINS = (
+    ("trident_notes", "airflow_trident.operators.notes.TridentNotesPlugin"),
+    ("trident_drpc", "airflow_trident.plugins.drpc.TridentDRPCPlugin"),
+    ("trident_status", "airflow_trident.plugins.status_view.TridentStatusPlugin"),
+)
+"""The plugins (also the ``airflow.plugins`` entry points in pyproject.toml, which load them)."""
+
+_ADDED = __version__
+CONFIG: dict[str, Any] = {
+    "trident": {
+        "description": (
+            "Trident batches: where they stage and which state database a DAG without one uses. "
+            "Read when a task runs, not when a DAG file is parsed; the TRIDENT_* environment "
+            "variables named below are fallbacks."
+        ),
+        "options": {
+            "staging_root": {
+                "description": (
+                    "Where processed batches are staged: a directory (or object-store URL) "
+                    "that every Airflow worker and the Spark driver and executors read and "
+                    "write. A DAG's staging_root argument wins. Empty: TRIDENT_STAGING_ROOT, "
+                    "else the single-machine default (see embedded)."
+                ),
+                "version_added": _ADDED,
+                "type": "string",
+                "example": "/mnt/shared/trident/staging",
+                "default": "",
+            },
+            "state_conn_id": {
+                "description": (
+                    "The state database's Airflow connection (trident_state, postgres or "
+                    "sqlite) for DAGs that give no state_conn_id. Empty: TRIDENT_STATE_URL, "
+                    "else the single-machine default (see embedded)."
+                ),
+                "version_added": _ADDED,
+                "type": "string",
+                "example": "trident_state",
+                "default": "",
+            },
+            "home": {
+                "description": (
+                    "Directory of the single-machine default: staging in <home>/staging, "
+                    "SQLite state in <home>/state.db. Empty: TRIDENT_HOME, else "
+                    "~/.airflow_trident."
+                ),
+                "version_added": _ADDED,
+                "type": "string",
+                "example": "/var/lib/trident",
+                "default": "",
+            },
+            "embedded": {
+                "description": (
+                    "When a task may use the single-machine default for what is not configured "
+                    "(staging root, state database): auto = only when every task runs on this "
+                    "machine ([core] executor is LocalExecutor), true = always, false = never. "
+                    "Otherwise the task fails with an error naming the option to set, instead "
+                    "of each worker writing files only it can see."
+                ),
+                "version_added": _ADDED,
+                "type": "string",
+                "example": "false",
+                "default": "auto",
+            },
+        },
+    }
+}
+"""The ``[trident]`` section (read by :mod:`airflow_trident.hooks.config`)."""
+
+
 def connection_type_info(connection_type: str) -> dict[str, Any]:
     """The provider-info entry of one of our connection types (a copy).
 
@@ -179,8 +258,9 @@ def ui_field_behaviour(connection_type: str) -> dict[str, Any]:
 
 
 def get_provider_info() -> dict[str, Any]:
-    """Describe the provider: package, versions, hooks, operators, sensors, triggers and
-    connection types, in the form of Airflow's ``provider_info.schema.json``."""
+    """Describe the provider: package, versions, hooks, operators, sensors, triggers,
+    connection types, plugins, the ``[trident]`` config section and the ``airflow trident``
+    commands, in the form of Airflow's ``provider_info.schema.json``."""
     return {
         "package-name": "airflow-trident",
         "name": "Trident",
@@ -217,7 +297,13 @@ def get_provider_info() -> dict[str, Any]:
             }
         ],
         "sensors": [
-            {"integration-name": _INTEGRATION, "python-modules": ["airflow_trident.sensors.ready"]}
+            {
+                "integration-name": _INTEGRATION,
+                "python-modules": [
+                    "airflow_trident.sensors.ready",
+                    "airflow_trident.sensors.begin",
+                ],
+            }
         ],
         "triggers": [
             {
@@ -226,4 +312,7 @@ def get_provider_info() -> dict[str, Any]:
             }
         ],
         "connection-types": [copy.deepcopy(entry) for entry in _CONNECTION_TYPES],
+        "plugins": [{"name": name, "plugin-class": cls} for name, cls in _PLUGINS],
+        "config": copy.deepcopy(CONFIG),
+        "cli": ["airflow_trident.cli.get_cli_commands"],
     }

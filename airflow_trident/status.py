@@ -19,7 +19,8 @@ import sqlalchemy as sa
 
 from airflow_trident.batch.ledger import CommitLedger
 from airflow_trident.batch.status import StatusCollector, TopologyStatus
-from airflow_trident.errors import MissingConnectionError
+from airflow_trident.errors import ConfigurationError, MissingConnectionError
+from airflow_trident.hooks import config
 from airflow_trident.hooks.dag_tasks import DagTopology, dag_topology, trident_dag_ids
 from airflow_trident.hooks.trident import TridentHook
 from airflow_trident.runtime.reference import load_topology
@@ -53,15 +54,24 @@ def collect_status(target: DagTopology, *, last: int = 10) -> TopologyStatus:
                 store,
                 ledger=CommitLedger(engine) if engine is not None else None,
                 topology=topology,
-                staging=StagingArea(target.staging_root, topology.name)
-                if target.staging_root
-                else None,
+                staging=_staging(target.staging_root, topology.name),
                 last=last,
             )
             return collector.collect(dag_id=target.dag_id)
     finally:
         if engine is not None:
             engine.dispose()  # the api-server calls this per request: keep no pool behind
+
+
+def _staging(given: str | None, topology: str) -> StagingArea | None:
+    """The staging area the DAG's tasks use: the DAG's root, else the one configured here
+    (``[trident] staging_root``, ...); ``None`` when none is (the status then shows no
+    staged manifests)."""
+    try:
+        root = config.staging_root(given)
+    except ConfigurationError:
+        return None
+    return StagingArea(root, topology)
 
 
 def status_command(dag_id: str, *, as_json: bool = False, last: int = 10) -> int:

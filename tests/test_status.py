@@ -15,11 +15,12 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from airflow_trident import __version__
 from airflow_trident.batch.ledger import CommitLedger
 from airflow_trident.coordination.client import ZkConfig, connect
 from airflow_trident.coordination.paths import CoordinatorPaths
 from airflow_trident.coordination.store import CoordinatorStore
-from tests.harness.airflow import AirflowHome, prepare_airflow_home
+from tests.harness.airflow import AirflowHome, prepare_airflow_home, run_airflow
 from tests.harness.status import (
     STATUS_DAG_FILE,
     run_batches,
@@ -103,6 +104,23 @@ def test_status_json_matches_the_ledger(status_home: StatusHome) -> None:
     assert [(b["txid"], b["phase"]) for b in data["in_flight"]] == [(4, "processed"), (5, "begun")]
     assert all(c["process_seconds"] is not None and c["commit_seconds"] is not None
                for c in data["commits"])  # fmt: skip
+
+
+def test_airflow_trident_status_is_the_same_command(status_home: StatusHome) -> None:
+    # Given the provider's `cli` entry (get_provider_info), When a user runs the command
+    # through Airflow's own CLI, in the same home
+    done = run_airflow(status_home.home, "trident", "status", DAG_ID, "--json", timeout_s=120,
+                       extra_env=status_home.env)  # fmt: skip
+    # Then it prints the same report as airflow-trident, with the provider's version beside it
+    assert done.returncode == 0, done.stderr[-3000:]
+    alias = status_home.run(DAG_ID, "--json")
+    got, expected = json.loads(done.stdout), json.loads(alias.stdout)
+    assert {**got, "collected_at": None} == {**expected, "collected_at": None}
+    version = run_airflow(status_home.home, "trident", "version", timeout_s=120)
+    assert version.stdout.strip() == __version__, version.stderr[-3000:]
+    command = [sys.executable, "-m", "airflow_trident.cli", "--version"]
+    alias_version = subprocess.run(command, capture_output=True, text=True, check=False)
+    assert alias_version.stdout.strip() == f"airflow-trident {__version__}"
 
 
 def test_a_missing_connection_is_one_line_and_exit_2(status_home: StatusHome) -> None:

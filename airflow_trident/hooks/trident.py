@@ -21,8 +21,10 @@ connection (``state_conn_id``, any SQLAlchemy-reachable database, see
 topology's states that name none of their own (``sql_state(None, ...)``) and hosts the commit
 ledger — in the worker, in a Spark job (which receives the URL as a secret through its
 environment) and on Spark executors (inside the task closure) alike; nothing is exported into the
-worker's environment. Without a state connection, the user's ``TRIDENT_STATE_URL`` is the state
-database (read, never written), else each state's own default.
+worker's environment. Without a state connection, ``[trident] state_conn_id`` names it, else the
+user's ``TRIDENT_STATE_URL`` is the state database (read, never written), else the
+single-machine SQLite file when ``[trident] embedded`` allows it, else the task fails
+(:mod:`airflow_trident.hooks.config`).
 
 **One ZooKeeper session per task**: every ``with`` block above runs inside
 :meth:`TridentHook.session`, which is reentrant: a task that wraps its work in ``with
@@ -35,7 +37,6 @@ a hint on how to define it.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -53,11 +54,11 @@ from airflow_trident.coordination.paths import CoordinatorPaths
 from airflow_trident.coordination.store import CoordinatorStore
 from airflow_trident.drpc import DRPCExecutor
 from airflow_trident.errors import ConfigurationError, MissingConnectionError
+from airflow_trident.hooks import config
 from airflow_trident.hooks.state_store import StateStoreHook
 from airflow_trident.hooks.zookeeper import ZooKeeperHook
 from airflow_trident.runtime.reference import load_topology
 from airflow_trident.state.binding import StateBinding
-from airflow_trident.state.sql.factory import STATE_URL_ENV
 
 __all__ = ["BatchReadiness", "TridentHook", "missing_connection"]
 
@@ -93,7 +94,8 @@ class TridentHook(BaseHook):
 
     :param zookeeper_conn_id: the ``trident_zookeeper`` connection.
     :param state_conn_id: the state database connection (``postgres``, ``sqlite``, or a
-        ``trident_state`` connection); ``None``: ``TRIDENT_STATE_URL`` if set.
+        ``trident_state`` connection); ``None``: ``[trident] state_conn_id``, else
+        ``TRIDENT_STATE_URL``, else the single-machine default (:mod:`~.hooks.config`).
     """
 
     hook_name = "Trident"
@@ -120,17 +122,20 @@ class TridentHook(BaseHook):
         )
 
     def state_url(self) -> str | None:
-        """The state database URL (with its password: never log it).
+        """The state database URL (with its password: never log it), read when called.
 
         Raises
         ------
         MissingConnectionError
-            If ``state_conn_id`` names no connection.
+            If the state connection names no connection.
+        ConfigurationError
+            If no state database is configured where the single-machine default is not allowed.
         """
-        if self.state_conn_id is None:
-            return os.environ.get(STATE_URL_ENV) or None
+        conn_id = config.state_conn_id(self.state_conn_id)
+        if conn_id is None:
+            return config.embedded_state_url()
         try:
-            url = StateStoreHook(state_conn_id=self.state_conn_id).get_url()
+            url = StateStoreHook(state_conn_id=conn_id).get_url()
         except AirflowNotFoundException as exc:
             raise missing_connection(exc) from None
         rendered: str = url.render_as_string(hide_password=False)

@@ -11,6 +11,7 @@ from typing import Any
 from airflow.sdk.configuration import conf
 
 from airflow_trident.errors import ConfigurationError
+from airflow_trident.hooks import config
 from airflow_trident.hooks.trident import TridentHook
 
 __all__ = ["TridentTask", "default_deferrable", "run_id_of", "txid_of"]
@@ -23,7 +24,15 @@ class TridentTask:
 
     zookeeper_conn_id: str
     state_conn_id: str | None = None
+    staging_root: str  # None until rendered when the DAG gave none (then resolved)
     _trident_hook: TridentHook | None = None
+
+    def render_template_fields(self, context: Any, jinja_env: Any = None) -> None:
+        """Render the templated fields, then resolve a staging root the DAG did not give
+        (``[trident] staging_root``, ...: :func:`~airflow_trident.hooks.config.staging_root`):
+        here, in the task, never when the DAG file is parsed."""
+        super().render_template_fields(context, jinja_env)  # type: ignore[misc]
+        self.staging_root = config.staging_root(self.staging_root)
 
     def trident_hook(self) -> TridentHook:
         """This task's hook (made on first use, after the connection ids were rendered)."""
