@@ -34,7 +34,9 @@ Examples
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -202,7 +204,7 @@ class DeltaState:
         from deltalake.exceptions import CommitFailedError
 
         for _ in range(_RETRIES):
-            table = self._table()
+            table = self._table(txid)
             if table is not None and self._already_written(table, txid):
                 return
             if not rows:
@@ -215,6 +217,8 @@ class DeltaState:
                     "delta table %s: txid %d commit conflict (%s); retrying",
                     self.factory.path, txid, exc,
                 )  # fmt: skip
+            except OSError as exc:  # delta-rs: the path cannot hold a table (ANSI-coloured)
+                raise self._unusable(txid, _plain(str(exc))) from exc
         msg = (
             f"delta table {self.factory.path!r}: txid {txid} partition {self.index}: the commit "
             f"failed {_RETRIES} times on concurrent writers; nothing of this partition was "
@@ -223,13 +227,30 @@ class DeltaState:
         raise StateError(msg)
 
     # -- helpers --------------------------------------------------------------------------
-    def _table(self) -> Any:
+    def _table(self, txid: int | None = None) -> Any:
         from deltalake import DeltaTable
 
+        local = _local_path(self.factory.path)
+        if local is not None and local.exists() and not local.is_dir():
+            raise self._unusable(txid, "it is a file, not a directory")
         options = self.factory.storage_options or None
-        if not DeltaTable.is_deltatable(self.factory.path, storage_options=options):
-            return None
-        return DeltaTable(self.factory.path, storage_options=options)
+        try:
+            if not DeltaTable.is_deltatable(self.factory.path, storage_options=options):
+                return None
+            return DeltaTable(self.factory.path, storage_options=options)
+        except OSError as exc:
+            raise self._unusable(txid, _plain(str(exc))) from exc
+
+    def _unusable(self, txid: int | None, why: str) -> StateError:
+        """The error for a path that cannot hold the Delta table: state, txid, path, hint."""
+        batch = "" if txid is None else f" txid {txid}:"
+        msg = (
+            f"delta state {self.factory.app_id!r} (partition {self.index} of {self.count}):"
+            f"{batch} the Delta table path {self.factory.path!r} cannot be used: {why}; nothing "
+            f"of this partition was written; hint: point delta_state at a directory (new or "
+            f"holding a Delta table) and retry the commit"
+        )
+        return StateError(msg)
 
     def _already_written(self, table: Any, txid: int) -> bool:
         mine = table.transaction_version(self.partition_app_id)
@@ -302,6 +323,21 @@ class DeltaState:
             .when_not_matched_insert_all()
             .execute()
         )
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def _plain(text: str) -> str:
+    """``text`` without ANSI colour codes (delta-rs colours its errors)."""
+    return " ".join(_ANSI.sub("", text).split())
+
+
+def _local_path(path: str) -> Path | None:
+    """The local path of a table location (a plain path or ``file://``), else ``None``."""
+    if path.startswith("file://"):
+        return Path(path[len("file://") :])
+    return None if "://" in path else Path(path)
 
 
 def _last_per_key(data: pa.Table, keys: Sequence[str]) -> pa.Table:

@@ -166,3 +166,22 @@ def test_an_opaque_spout_into_delta_is_not_exactly_once(tmp_path: Path) -> None:
     stream = topology.new_stream("s", MemoryOpaqueSpout(SENTENCES, ["sentence"], 2))
     with pytest.raises(NotExactlyOnceError):
         stream.partition_persist(delta_state(str(tmp_path), "x"), ["sentence"], DeltaWriter())
+
+
+@pytest.mark.parametrize("as_uri", [False, True])
+def test_a_path_that_is_a_plain_file_is_a_state_error_naming_state_txid_and_path(
+    tmp_path: Path, as_uri: bool
+) -> None:
+    """Issue 19 (9): delta-rs raised a raw OSError with ANSI colour codes."""
+    plain = tmp_path / "events"
+    plain.write_text("not a table")
+    path = f"file://{plain}" if as_uri else str(plain)
+    sink = delta_state(path, "topo.events").make_state()
+    sink.begin_commit(3)
+    sink.write([{"word": "w"}])
+    with pytest.raises(StateError) as info:
+        sink.commit(3)
+    text = str(info.value)
+    assert "\x1b[" not in text
+    for part in ("'topo.events'", "txid 3", repr(path), "hint:"):
+        assert part in text, (part, text)
