@@ -37,9 +37,27 @@ def _views(rows: Sequence[tuple[Any, ...]], fields: Fields, inputs: Fields) -> l
 
 
 def run_aggregator(
-    aggregator: Any, views: Sequence[TridentTuple], batch_id: int
+    aggregator: Any,
+    views: Sequence[TridentTuple],
+    batch_id: int,
+    declared: Fields | None = None,
 ) -> list[tuple[Any, ...]]:
-    """The tuples ``aggregator`` emits for ``views`` (combiners and reducers emit one)."""
+    """The tuples ``aggregator`` emits for ``views`` (combiners and reducers emit one).
+
+    ``declared``: the aggregator's output fields; an :class:`Aggregator` that emits another
+    number of values raises ``ValueError`` (the runtime fails the batch naming the step and
+    txid), as a ``Function`` does.
+
+    >>> from airflow_trident.operation.base import Aggregator
+    >>> class Pair(Aggregator):
+    ...     def init(self, batch_id, collector): return None
+    ...     def aggregate(self, state, tuple_, collector): return None
+    ...     def complete(self, state, collector): collector.emit(("a", "b"))
+    >>> run_aggregator(Pair(), [], 1, ("x",))
+    Traceback (most recent call last):
+    ...
+    ValueError: aggregator Pair emitted 2 values ('a', 'b'), declared ['x']
+    """
     if isinstance(aggregator, CombinerAggregator):
         value = aggregator.zero()
         for view in views:
@@ -57,6 +75,16 @@ def run_aggregator(
         returned = aggregator.aggregate(state, view, collector)
         state = state if returned is None else returned
     aggregator.complete(state, collector)
+    if declared is not None:
+        width = len(declared)
+        for emitted in collector.rows:
+            if len(emitted) != width:
+                name = type(aggregator).__name__
+                msg = (
+                    f"aggregator {name} emitted {len(emitted)} values {emitted!r}, declared "
+                    f"{list(declared)}"
+                )
+                raise ValueError(msg)
     return collector.rows
 
 
@@ -77,14 +105,18 @@ def aggregate_rows(
     if not group_index:
         return _chain(
             [
-                run_aggregator(p.aggregator, _views(rows, fields, p.input_fields), batch_id)
+                run_aggregator(
+                    p.aggregator, _views(rows, fields, p.input_fields), batch_id, p.output_fields
+                )
                 for p in parts
             ]
         )
     out: list[tuple[Any, ...]] = []
     for key, members in group_rows(rows, group_index).items():
         results = [
-            run_aggregator(p.aggregator, _views(members, fields, p.input_fields), batch_id)
+            run_aggregator(
+                p.aggregator, _views(members, fields, p.input_fields), batch_id, p.output_fields
+            )
             for p in parts
         ]
         out.extend(key + row for row in _chain(results))

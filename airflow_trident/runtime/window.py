@@ -210,8 +210,11 @@ def window_results(
 
 
 def dry_window_results(node: WindowNode, rows: list[Row], fields: Fields, txid: int) -> list[Row]:
-    """The results ``rows`` would give as one window, without a store (for a driver-side
-    sample that only learns the output types)."""
-    index = [fields.index(f) for f in node.window_inputs]
-    new = [tuple(r[i] for i in index) for r in rows]
-    return _aggregate(WindowSpec.of(node), new, txid) if new else []
+    """No results: what a driver-side type sample gets from a window step.
+
+    The sample's rows are not a window (which windows fire, and with which tuples, depends on
+    the store), so neither the window's aggregator nor any user step after it runs on them
+    (issue 19: a ``Filter`` checking a window's size failed every attempt on Spark). The
+    results' types come from declarations (``output_types``) or travel pickled with the real
+    values."""
+    return []

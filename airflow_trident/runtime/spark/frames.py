@@ -134,7 +134,8 @@ def output_schema(
 ) -> OutputSchema:
     """Types of ``columns`` after ``ops`` ran on ``frame``: passed-through columns keep theirs;
     computed ones are declared (``output_types``) or inferred from ``sample`` (all ``None``:
-    string, or pickled for a window's results; not typable by Arrow: pickled binary)."""
+    string; pickled for a window's results and when ``sample`` has no row; not typable by
+    Arrow: pickled binary)."""
     produced: set[str] = set()
     pins: dict[str, pa.DataType] = {}
     windowed: set[str] = set()  # a window's results may come from tuples the sample lacks
@@ -144,14 +145,17 @@ def output_schema(
         if isinstance(op, WindowNode):
             windowed |= set(op.fields)
     out_fields = ops[-1].fields
+    # a sample without rows shows no type (after a window, or a filter that kept no sampled
+    # row): computed fields not declared are pickled rather than guessed as strings
+    seen = any(part for part in sample)
     spark_fields = []
     pickled = set()
     for name in columns:
         if name in produced:
             i = out_fields.index(name)
             found = pins.get(name) or infer_type(r[i] for part in sample for r in part)
-            if found is None and name in windowed:
-                found = PICKLED
+            if found is None and (name in windowed or not seen):
+                found = PICKLED  # nothing to learn from: the real values travel as they are
             if isinstance(found, type(PICKLED)):
                 pickled.add(name)
                 dtype: T.DataType = T.BinaryType()

@@ -276,7 +276,8 @@ def aggregated(
     sample = repartition(up.sample, method, list(range(len(group))), n)
     step = op if isinstance(op, FinalAgg) else combined(op)
     sample = LocalStep(step, stage.in_fields, txid, states).partitions(sample)
-    return Frame(df, op.fields, op.fields, sample, frozenset(), False, n)
+    pickled = frozenset(k for k in group if k in pending.pre.pickled)  # keys stay pickled
+    return Frame(df, op.fields, op.fields, sample, pickled, False, n)
 
 
 def establish(
