@@ -73,6 +73,17 @@ def _reducer_updater(
     return update
 
 
+def _state_is_opaque(state: Any) -> bool:
+    """Whether ``state`` applies the opaque rule: its ``state_type`` (an ``OpaqueMap``), or
+    that of the map under it (``map_state``: a snapshottable value over a map); a state that
+    declares no rule but can revert (``revert_txid``) is asked to."""
+    for candidate in (state, getattr(state, "map_state", None)):
+        declared = getattr(candidate, "state_type", None)
+        if declared is not None:
+            return bool(declared is StateType.OPAQUE)
+    return callable(getattr(state, "revert_txid", None))
+
+
 class StateCommitter:
     """Makes each persist step's per-partition states (in the run's state database,
     ``states``) and applies staged rows to them."""
@@ -101,9 +112,16 @@ class StateCommitter:
         return [tuple(r[:g]) for part in stage.partitions for r in part]
 
     def is_opaque(self, name: str) -> bool:
-        """Whether state ``name`` applies the opaque rule (it then reverts unwritten keys)."""
+        """Whether state ``name`` applies the opaque rule (it then reverts unwritten keys).
+
+        The factory's ``state_type`` says so when it declares one; otherwise the state it makes
+        does (a user's wrapper or custom factory over an ``OpaqueMap``, Trident's
+        ``IBackingMap`` use case): its ``state_type``, or that of the map it stores in."""
         factory = _persist_node(self.topology, name).factory
-        return getattr(factory, "state_type", None) is StateType.OPAQUE
+        declared = getattr(factory, "state_type", None)
+        if declared is not None:
+            return bool(declared is StateType.OPAQUE)
+        return _state_is_opaque(self.states.make_state(factory, 0, 1))
 
     def revert_unwritten(self, txid: int, name: str, keys: Iterable[Key] | None) -> int:
         """Put the keys of opaque state ``name`` that an earlier attempt of ``txid`` wrote and
