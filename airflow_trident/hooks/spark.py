@@ -30,6 +30,7 @@ pyspark, never to a log.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
@@ -39,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import airflow_trident.batch
+from airflow_trident import connections
 from airflow_trident.batch.job_report import clear_job_error, read_job_error
 from airflow_trident.batch.steps import BatchSteps
 from airflow_trident.coordination.client import ZkConfig, security_env
@@ -161,6 +163,9 @@ def job_secrets(zookeeper: ZkConfig, url: str | None) -> dict[str, str]:
         secrets[ZK_PASSWORD_ENV] = zookeeper.password
     if url is not None:
         secrets[STATE_URL_ENV] = url
+    used = connections.declared()  # the sources' and sinks' conn_ids the topology declared
+    if used:
+        secrets[connections.CONNECTIONS_ENV] = json.dumps(connections.resolved(used))
     return secrets
 
 

@@ -55,6 +55,7 @@ from airflow_trident.coordination.store import CoordinatorStore
 from airflow_trident.drpc import DRPCExecutor
 from airflow_trident.errors import ConfigurationError, MissingConnectionError
 from airflow_trident.hooks import config
+from airflow_trident.hooks.connections import install as install_connections
 from airflow_trident.hooks.state_store import StateStoreHook
 from airflow_trident.hooks.zookeeper import ZooKeeperHook
 from airflow_trident.runtime.reference import load_topology
@@ -108,6 +109,7 @@ class TridentHook(BaseHook):
         logger_name: str | None = None,
     ) -> None:
         super().__init__(logger_name=logger_name)
+        install_connections()  # sources' and sinks' conn_ids resolve through Airflow here
         self.zookeeper_conn_id = zookeeper_conn_id
         self.state_conn_id = state_conn_id
         self._zookeeper: ZooKeeperHook | None = None

@@ -51,6 +51,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from airflow_trident.connections import database_url, declare
 from airflow_trident.errors import ConfigurationError, SpoutEmitError
 from airflow_trident.names import validate_name
 from airflow_trident.spout.base import Collector
@@ -247,7 +248,8 @@ class DatabaseTableSpout:
     Parameters
     ----------
     url:
-        SQLAlchemy URL of the database (``postgresql+psycopg://...``, ``sqlite:///...``).
+        SQLAlchemy URL of the database (``sqlite:///...``); prefer ``conn_id`` for a database
+        with a password (a URL in a DAG file puts it in the file).
     table:
         The table (or view) to read.
     fields:
@@ -272,16 +274,22 @@ class DatabaseTableSpout:
     jdbc_jar:
         The JDBC driver's jar, added to a Spark session that cannot load the driver (default
         Debian's :data:`JDBC_JAR`); ``None``: never added (the session's ``spark.jars`` has it).
+    conn_id:
+        An Airflow connection id (``postgres``, ``sqlite`` or ``trident_state``) instead of
+        ``url``: read when the source first touches the database (in the task, in the Spark
+        job, which gets it from its task as a secret), never when the DAG file is parsed
+        (:mod:`airflow_trident.connections`).
     """
 
     kind = StateType.TRANSACTIONAL
 
     def __init__(
         self,
-        url: str,
-        table: str,
-        fields: Sequence[str],
+        url: str | None = None,
+        table: str = "",
+        fields: Sequence[str] = (),
         *,
+        conn_id: str | None = None,
         order_column: str = "id",
         partitions: int | Mapping[str, str] = 1,
         partition_column: str | None = None,
@@ -290,16 +298,18 @@ class DatabaseTableSpout:
         spark_native: bool | None = None,
         jdbc_jar: str | None = JDBC_JAR,
     ) -> None:
-        self.url = url
-        self.jdbc_jar = jdbc_jar
-        backend = sa.make_url(url).get_backend_name()
-        self.spark_native = backend == "postgresql" if spark_native is None else spark_native
-        if self.spark_native and backend != "postgresql":
+        if (url is None) == (conn_id is None):
             msg = (
-                f"database table {table!r}: spark_native needs PostgreSQL (JDBC), got "
-                f"{backend!r}; hint: leave spark_native unset"
+                f"database table {table!r}: give conn_id (an Airflow connection id) or url, "
+                f"exactly one; hint: DatabaseTableSpout(conn_id='analytics_pg', table=...)"
             )
             raise ConfigurationError(msg)
+        self._url = url
+        self.conn_id = None if conn_id is None else declare(conn_id)
+        self.jdbc_jar = jdbc_jar
+        self._spark_native = spark_native
+        if url is not None:
+            self._check_spark_native(table)
         self.table = validate_name(table, kind="source table")
         self.output_fields = tuple(validate_name(f, kind="source column") for f in fields)
         if not self.output_fields:
@@ -326,8 +336,36 @@ class DatabaseTableSpout:
         return {**self.__dict__, "_table": None}
 
     def __repr__(self) -> str:
-        shown = sa.make_url(self.url).render_as_string(hide_password=True)
-        return f"DatabaseTableSpout({shown!r}, {self.table!r}, partitions={list(self.partitions)})"
+        if self._url is None:
+            where = f"conn_id={self.conn_id!r}"
+        else:
+            where = repr(sa.make_url(self._url).render_as_string(hide_password=True))
+        return f"DatabaseTableSpout({where}, {self.table!r}, partitions={list(self.partitions)})"
+
+    @property
+    def url(self) -> str:
+        """The database's SQLAlchemy URL: ``url``, or ``conn_id`` resolved now (it holds the
+        password: never log it)."""
+        if self._url is not None:
+            return self._url
+        assert self.conn_id is not None
+        return database_url(self.conn_id)
+
+    @property
+    def spark_native(self) -> bool:
+        """Whether Spark reads the ranges through JDBC (default: for PostgreSQL)."""
+        return self._check_spark_native(self.table)
+
+    def _check_spark_native(self, table: str) -> bool:
+        backend = sa.make_url(self.url).get_backend_name()
+        native = backend == "postgresql" if self._spark_native is None else self._spark_native
+        if native and backend != "postgresql":
+            msg = (
+                f"database table {table!r}: spark_native needs PostgreSQL (JDBC), got "
+                f"{backend!r}; hint: leave spark_native unset"
+            )
+            raise ConfigurationError(msg)
+        return native
 
     # -- Trident spout ------------------------------------------------------------------
     def get_partitioned_coordinator(self) -> _Coordinator:

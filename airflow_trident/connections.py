@@ -1,0 +1,144 @@
+"""Connection ids of sources and sinks, resolved when they are used, never when a DAG file is
+parsed: ``DatabaseTableSpout(conn_id="analytics_pg", ...)``, ``delta_state(..., conn_id=...)``.
+
+This module knows no Airflow: the Airflow adapters install a resolver
+(:func:`install_resolver`; ``airflow_trident.hooks.connections`` reads the Airflow connection
+as ``PostgresHook`` does). A source or sink only calls :func:`declare` when it is made (no I/O)
+and :func:`database_url` / :func:`storage_options` when it reads or writes. A ``spark-submit``
+job gets the connections its task resolved as one secret in its environment
+(:data:`CONNECTIONS_ENV`, JSON, never on its command line), which :func:`resolved` reads.
+
+Examples
+--------
+>>> class Fixed:
+...     def database_url(self, conn_id): return f"sqlite:///{conn_id}.db"
+...     def storage_options(self, conn_id): return {}
+>>> install_resolver(Fixed())
+>>> _ = declare("analytics")
+>>> database_url("analytics")
+'sqlite:///analytics.db'
+>>> sorted(resolved(["analytics"]))
+['analytics']
+>>> install_resolver(None)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Iterable
+from typing import Any, Protocol
+
+from airflow_trident.errors import ConfigurationError
+
+__all__ = [
+    "CONNECTIONS_ENV",
+    "ConnectionResolver",
+    "database_url",
+    "declare",
+    "declared",
+    "install_resolver",
+    "resolved",
+    "storage_options",
+]
+
+CONNECTIONS_ENV = "TRIDENT_CONNECTIONS"
+"""JSON ``{conn_id: {"url": ..., "storage_options": {...}}}`` a Spark job inherits."""
+
+
+class ConnectionResolver(Protocol):
+    """Reads a connection id (the Airflow adapters' resolver reads Airflow connections)."""
+
+    def database_url(self, conn_id: str) -> str:
+        """The SQLAlchemy URL (with its password) of a database connection."""
+        ...
+
+    def storage_options(self, conn_id: str) -> dict[str, str]:
+        """Object-store options (delta-rs ``storage_options``) of a connection."""
+        ...
+
+
+_LOCK = threading.Lock()
+_RESOLVER: ConnectionResolver | None = None
+_DECLARED: set[str] = set()
+
+
+def install_resolver(resolver: ConnectionResolver | None) -> None:
+    """Make ``resolver`` this process's (``None``: none; only shipped connections resolve)."""
+    global _RESOLVER
+    with _LOCK:
+        _RESOLVER = resolver
+
+
+def declare(conn_id: str) -> str:
+    """Record that a source or sink of this process uses ``conn_id`` (no I/O); ``conn_id``."""
+    if not isinstance(conn_id, str) or not conn_id:
+        msg = f"conn_id must be a non-empty Airflow connection id, got {conn_id!r}"
+        raise ConfigurationError(msg)
+    with _LOCK:
+        _DECLARED.add(conn_id)
+    return conn_id
+
+
+def declared() -> set[str]:
+    """The connection ids declared in this process so far."""
+    with _LOCK:
+        return set(_DECLARED)
+
+
+def _shipped() -> dict[str, Any]:
+    text = os.environ.get(CONNECTIONS_ENV)
+    if not text:
+        return {}
+    found: dict[str, Any] = json.loads(text)
+    return found
+
+
+def _lookup(conn_id: str, kind: str) -> Any:
+    shipped = _shipped().get(conn_id)
+    if shipped is not None and kind in shipped:
+        return shipped[kind]
+    resolver = _RESOLVER
+    if resolver is None:
+        msg = (
+            f"connection {conn_id!r} cannot be resolved in this process: no Airflow here and "
+            f"the task did not ship it ({CONNECTIONS_ENV}); hint: run the topology from an "
+            f"Airflow task or the airflow-trident CLI, or pass a URL instead of conn_id"
+        )
+        raise ConfigurationError(msg)
+    if kind == "url":
+        return resolver.database_url(conn_id)
+    return resolver.storage_options(conn_id)
+
+
+def database_url(conn_id: str) -> str:
+    """The SQLAlchemy URL of database connection ``conn_id`` (it holds the password: never
+    log it).
+
+    Raises
+    ------
+    ConfigurationError
+        If no resolver is installed and the task did not ship the connection.
+    """
+    url: str = _lookup(conn_id, "url")
+    return url
+
+
+def storage_options(conn_id: str) -> dict[str, str]:
+    """The object-store options of connection ``conn_id`` (credentials: never log them)."""
+    return dict(_lookup(conn_id, "storage_options"))
+
+
+def resolved(conn_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
+    """Each connection resolved as what a Spark job needs (its URL, or its storage options
+    when it has no database URL), for :data:`CONNECTIONS_ENV`."""
+    out: dict[str, dict[str, Any]] = {}
+    for conn_id in sorted(set(conn_ids)):
+        entry: dict[str, Any] = {}
+        try:
+            entry["url"] = database_url(conn_id)
+        except ConfigurationError:
+            entry["storage_options"] = storage_options(conn_id)
+        out[conn_id] = entry
+    return out

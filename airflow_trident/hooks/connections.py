@@ -1,0 +1,86 @@
+"""The Airflow side of :mod:`airflow_trident.connections`: connection ids of sources and sinks
+read as Airflow connections, when a task (or the CLI, or the API server) uses them.
+
+A database connection (``postgres``, ``sqlite`` or ``trident_state``) becomes a SQLAlchemy URL
+the way :class:`~airflow_trident.hooks.state_store.StateStoreHook` reads the state database:
+PostgreSQL's host, port, login, password, ``schema`` as the database and the libpq extras
+(``sslmode``, ``sslrootcert``, ..., ``options``), with the ``psycopg`` driver. Where
+``apache-airflow-providers-postgres`` is installed a ``postgres`` connection is read by its
+``PostgresHook.sqlalchemy_url`` instead (its extras, ``sqlalchemy_query`` and IAM tokens).
+Any other connection gives object-store options (delta-rs ``storage_options``): an ``aws``
+connection's login/password as the access key, its extras ``region_name`` and
+``endpoint_url``; otherwise the connection's extra ``storage_options`` (a JSON object).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Any
+
+from airflow.sdk import BaseHook
+from airflow.sdk.exceptions import AirflowNotFoundException
+
+from airflow_trident import connections
+from airflow_trident.errors import ConfigurationError, MissingConnectionError
+from airflow_trident.hooks.state_store import POSTGRES_DRIVER, StateStoreHook
+
+__all__ = ["AirflowConnections", "install"]
+
+
+class AirflowConnections:
+    """A :class:`~airflow_trident.connections.ConnectionResolver` over Airflow connections."""
+
+    def database_url(self, conn_id: str) -> str:
+        """The SQLAlchemy URL of database connection ``conn_id``."""
+        conn = _connection(conn_id)
+        if conn.conn_type == "postgres" and importlib.util.find_spec("airflow.providers.postgres"):
+            from airflow.providers.postgres.hooks.postgres import (  # type: ignore[import-not-found,unused-ignore]
+                PostgresHook,
+            )
+
+            url = PostgresHook(postgres_conn_id=conn_id).sqlalchemy_url.set(
+                drivername=POSTGRES_DRIVER
+            )
+        else:
+            url = StateStoreHook(state_conn_id=conn_id).get_url()
+        rendered: str = url.render_as_string(hide_password=False)
+        return rendered
+
+    def storage_options(self, conn_id: str) -> dict[str, str]:
+        """delta-rs ``storage_options`` of connection ``conn_id``."""
+        conn = _connection(conn_id)
+        extra: dict[str, Any] = conn.extra_dejson
+        options: dict[str, str] = {}
+        if conn.conn_type == "aws":
+            if conn.login:
+                options["AWS_ACCESS_KEY_ID"] = conn.login
+            if conn.password:
+                options["AWS_SECRET_ACCESS_KEY"] = conn.password
+            for key, name in (("region_name", "AWS_REGION"), ("endpoint_url", "AWS_ENDPOINT_URL")):
+                if extra.get(key):
+                    options[name] = str(extra[key])
+            if str(options.get("AWS_ENDPOINT_URL", "")).startswith("http://"):
+                options["AWS_ALLOW_HTTP"] = "true"
+        given = extra.get("storage_options", {})
+        if not isinstance(given, dict):
+            msg = f"connection {conn_id!r}: extra storage_options must be a JSON object"
+            raise ConfigurationError(msg)
+        options.update({str(k): str(v) for k, v in given.items()})
+        return options
+
+
+def _connection(conn_id: str) -> Any:
+    try:
+        return BaseHook.get_connection(conn_id)
+    except AirflowNotFoundException:
+        msg = (
+            f"connection {conn_id!r} of a source or sink is not defined; hint: define it in "
+            f"the Airflow UI (Admin > Connections), with `airflow connections add {conn_id}`, "
+            f"or as AIRFLOW_CONN_{conn_id.upper()}"
+        )
+        raise MissingConnectionError(msg) from None
+
+
+def install() -> None:
+    """Resolve connection ids through Airflow in this process (idempotent)."""
+    connections.install_resolver(AirflowConnections())
