@@ -1,15 +1,15 @@
-"""OpenLineage of the process and commit tasks: inputs are the spouts, outputs the state tables.
+"""OpenLineage of the process and commit tasks: inputs are the spouts, outputs the states,
+named per the OpenLineage naming spec (``postgres://host:port`` / ``db.schema.table``, files as
+``file://`` / ``s3://``) so they join other producers' datasets.
 
-The suite's environment has no ``apache-airflow-providers-openlineage``: there the method returns
-``None``. With it (``PYTHONPATH`` holding the provider and the OpenLineage client), the test of the
-``OperatorLineage`` runs: ``pip install --target /tmp/ol apache-airflow-providers-openlineage
-openlineage-python openlineage-integration-common openlineage-sql httpx2 --no-deps``, then
-``PYTHONPATH=/tmp/ol .venv/bin/pytest tests/operators/test_lineage.py``.
+``apache-airflow-providers-openlineage`` is in the ``dev`` extra: the test of the
+``OperatorLineage`` runs with it; without it the method returns ``None``.
 """
 
 from __future__ import annotations
 
 import importlib.util
+from pathlib import Path
 
 import pytest
 
@@ -37,9 +37,55 @@ def test_datasets_are_the_spouts_and_the_state_tables_without_credentials() -> N
     topology = load_topology(REFERENCE)
     # When its lineage datasets are listed
     inputs, outputs = lineage_datasets(topology, "postgresql+psycopg://u:s3cret@db:5433/st")
-    # Then the spout is the input and the state's table the output, with no password
+    # Then the spout is the input and the state's table the output, named per the spec
     assert inputs == [(f"trident://{topology.name}", "sentences")]
-    assert outputs == [("postgresql://db:5433/st", topology.name)]
+    assert outputs == [("postgres://db:5433", f"st.public.{topology.name}")]
+    assert "s3cret" not in repr(outputs)
+
+
+def test_a_table_source_and_a_file_log_are_named_as_other_producers_name_them(
+    tmp_path: Path,
+) -> None:
+    from airflow_trident.operation import Count
+    from airflow_trident.spout.database_table import DatabaseTableSpout
+    from airflow_trident.spout.file_log import FileLogSpout
+    from airflow_trident.state.sql import sql_state
+    from airflow_trident.topology import TridentTopology
+
+    # Given a topology reading a PostgreSQL table and a directory of files into SQL states
+    t = TridentTopology("lineage_sources")
+    table = DatabaseTableSpout("postgresql+psycopg://etl:pw@pg.example/shop", "orders", ["id"])
+    files = FileLogSpout(tmp_path / "log", ["k"])
+    orders = sql_state(None, "order_counts", "opaque", key_fields=("id",))
+    events = sql_state(None, "event_counts", "opaque", key_fields=("k",))
+    t.new_stream("orders", table).group_by(["id"]).persistent_aggregate(
+        orders, Count(), ["n"], name="order_counts")
+    t.new_stream("events", files).group_by(["k"]).persistent_aggregate(
+        events, Count(), ["n"], name="event_counts")  # fmt: skip
+    # When its lineage is listed
+    inputs, outputs = lineage_datasets(t, "postgresql://u:pw@warehouse:6432/dw")
+    # Then the table is the PostgreSQL dataset another producer of it emits, the files are file://
+    assert inputs == [("file://", str(tmp_path / "log")),
+                      ("postgres://pg.example:5432", "shop.public.orders")]  # fmt: skip
+    assert outputs == [("postgres://warehouse:6432", "dw.public.event_counts"),
+                       ("postgres://warehouse:6432", "dw.public.order_counts")]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("location", "dataset"),
+    [
+        ("s3://lake/raw/events/", ("s3", "lake", "raw/events")),
+        ("s3a://lake/raw", ("s3", "lake", "raw")),
+        ("gs://b/k", ("gs", "b", "k")),
+        ("hdfs://nn:8020/data/x", ("hdfs", "nn:8020", "/data/x")),
+        ("file:///data/x/", ("file", "", "/data/x")),
+    ],
+)
+def test_locations_follow_the_naming_spec(location: str, dataset: tuple[str, str, str]) -> None:
+    from airflow_trident.operators.lineage import location_dataset
+
+    scheme, authority, name = dataset
+    assert location_dataset(location) == (f"{scheme}://{authority}", name)
 
 
 @pytest.mark.skipif(HAS_OPENLINEAGE, reason="the OpenLineage provider is installed")
@@ -66,3 +112,25 @@ def test_process_and_commit_tasks_report_operator_lineage(
         assert [(d.namespace, d.name) for d in lineage.outputs] == [
             (f"sqlite://{tmp_path}/state.db", topology)
         ]
+
+
+def test_a_table_source_by_connection_id_is_named_from_the_connection(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from airflow_trident.operation import Count
+    from airflow_trident.operators.lineage import _connection_url
+    from airflow_trident.spout.database_table import DatabaseTableSpout
+    from airflow_trident.state.sql import sql_state
+    from airflow_trident.topology import TridentTopology
+
+    # Given an Airflow connection to PostgreSQL and a table source naming it by id
+    monkeypatch.setenv("AIRFLOW_CONN_LINEAGE_PG", "postgres://etl:s3cret@pg.example:5433/shop")
+    t = TridentTopology("lineage_conn")
+    spout = DatabaseTableSpout(conn_id="lineage_pg", table="orders", fields=["id"])
+    state = sql_state(None, "counts", "opaque", key_fields=("id",))
+    t.new_stream("orders", spout).group_by(["id"]).persistent_aggregate(
+        state, Count(), ["n"], name="counts")  # fmt: skip
+    # When its lineage is listed as the task lists it
+    inputs, _ = lineage_datasets(t, None, _connection_url)
+    # Then the table is named from the connection's host, port and database, without secrets
+    assert inputs == [("postgres://pg.example:5433", "shop.public.orders")]
