@@ -48,7 +48,7 @@ if [ -f pyproject.toml ]; then
         "$PY" -m pip install -q --upgrade pip
         "$PY" -m pip install -q -e '.[dev,postgres]'
         # pyspark-client (the Spark provider's) writes into pyspark's own directory: pyspark must
-        # win, its Python files matching its jars (docs/installation.md, "Which pyspark wins")
+        # win, its Python files matching its jars (docs/installation.md, "Which pyspark": the dev extra has both)
         spark_version="$("$PY" -c 'import importlib.metadata as m; print(m.version("pyspark"))')"
         if [ "$("$PY" -c 'import pyspark; print(pyspark.__version__)')" != "$spark_version" ]; then
             log "reinstalling pyspark $spark_version over pyspark-client's files"

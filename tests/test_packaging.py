@@ -3,7 +3,9 @@ deliberate pandas range, the LICENSE, the CHANGELOG, the documentation URL, one 
 a wheel that holds the product only (not the test harness of ``tests/harness``).
 
 The fresh-virtualenv install itself (pip resolving these ranges, `airflow providers list`) is
-`bash scripts/check-package.sh` (about 90 s with a warm pip cache; not part of the suite).
+`bash scripts/check-package.sh` (about 90 s with a warm pip cache; not part of the suite), and
+`tests/test_packaging_extras.py` (what each Spark extra resolves to; the wheel into an existing
+Airflow with `TRIDENT_PACKAGING=1`).
 """
 
 from __future__ import annotations
@@ -41,14 +43,16 @@ HARNESS = [
 _NOT_SOURCES = (".git", ".venv", ".work", "build", "*.egg-info", "__pycache__", ".*_cache")
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 REQUIREMENTS = {Requirement(r).name.lower(): Requirement(r) for r in PROJECT["dependencies"]}
+SPARK_EXTRA = {
+    Requirement(r).name.lower(): Requirement(r) for r in PROJECT["optional-dependencies"]["spark"]
+}
 
 
 @pytest.mark.parametrize(
     ("name", "allowed", "refused"),
     [
         ("apache-airflow", ["3.3.2", "3.4.0", "3.9.1"], ["3.2.0", "4.0.0"]),
-        ("apache-airflow-providers-apache-spark", ["6.3.4", "6.9.0"], ["7.0.0"]),
-        ("pyspark", ["4.3.0", "4.4.0"], ["5.0.0"]),
+        ("apache-airflow-providers-apache-spark", ["5.6.0", "6.3.4", "6.9.0"], ["5.4.0", "7.0.0"]),
         # PySpark 4.3 needs pandas >= 2.2 and warns it does not fully support pandas 3
         ("pandas", ["2.2.0", "2.3.3"], ["2.1.4", "3.0.0"]),
     ],
@@ -59,6 +63,16 @@ def test_dependency_ranges_allow_upgrades_within_the_major(
     specifier = REQUIREMENTS[name].specifier
     assert [v for v in allowed if v not in specifier] == []
     assert [v for v in refused if v in specifier] == []
+
+
+def test_the_spark_extra_is_pyspark_with_the_providers_5x_line() -> None:
+    # the provider's 6.x line requires pyspark-client, a second owner of pyspark/
+    # (docs/installation.md, "Which pyspark"); the spark extra keeps pyspark's own
+    assert "pyspark" not in REQUIREMENTS
+    assert "4.3.0" in SPARK_EXTRA["pyspark"].specifier
+    assert "5.0.0" not in SPARK_EXTRA["pyspark"].specifier
+    provider = SPARK_EXTRA["apache-airflow-providers-apache-spark"].specifier
+    assert ("5.6.0" in provider, "6.0.0" in provider) == (True, False)
 
 
 def test_psycopg_is_only_in_the_postgres_extra() -> None:

@@ -150,7 +150,9 @@ def durable_submit(hook: Any, requested: bool | None) -> bool:
     """
     if requested is not None:
         return bool(requested)
-    return not (hook._is_yarn_cluster_mode and not hook._yarn_track_via_rm_api)
+    # the provider's 5.x line (the `spark` extra) has neither attribute, nor durable submits
+    yarn_cluster = getattr(hook, "_is_yarn_cluster_mode", False)
+    return not (yarn_cluster and not getattr(hook, "_yarn_track_via_rm_api", False))
 
 
 def job_secrets(zookeeper: ZkConfig, url: str | None) -> dict[str, str]:
