@@ -7,7 +7,8 @@ Everything is read, nothing is written. The facts come from where the lifecycle 
 fact                    where it is read
 ======================  ===================================================================
 committed, allocated    ZooKeeper: ``coordinator/committed_txid``, ``coordinator/current_txid``
-attempt of a txid       ZooKeeper: ``coordinator/attempts/<txid>`` (0 at begin, +1 per process)
+attempt of a txid       ZooKeeper: ``coordinator/attempts/<txid>`` (0 at begin, shown as none;
+                        +1 per process: 1 is the first processing, as the run's note says)
 begun at                that node's creation time
 process started at      its last change (when the current attempt started), attempt >= 1
 processed at            the attempt's staged manifest (its modification time), if staging is known
@@ -233,6 +234,8 @@ class StatusCollector:
             phase, since = "begun", times["begun_at"]
         else:
             phase, since = "allocated", None
+        # attempts count processings (1, 2, ...): a begun batch has none yet, shown as "-"
+        times["attempt_id"] = attempt_id or None
         return BatchStatus(txid, phase, run_id=run_id, since=since, **times)
 
     def _committed(self, row: Mapping[str, Any], run_id: str | None) -> BatchStatus:

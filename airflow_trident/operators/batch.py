@@ -105,11 +105,13 @@ def begin_batch(context: Any, steps: BatchSteps, log: Any) -> dict[str, Any]:
         msg = f"dag_run.conf txid must be a positive integer, got {txid!r}"
         raise ConfigurationError(msg)
     summary: dict[str, Any] = steps.begin(dag_run.run_id, txid)
+    # attempts count processings (the process step starts 1, 2, ...): none at begin
+    earlier = summary["attempt_id"]
     log.info(
-        "run %s is txid %d (attempt %d); committed txid is %d",
+        "run %s is txid %d%s; committed txid is %d",
         dag_run.run_id,
         summary["txid"],
-        summary["attempt_id"],
+        f" (processed {earlier} time(s) before)" if earlier else "",
         summary["committed_txid"],
     )
     note_begin(context, summary)  # the run's note shows its txid (operators/notes.py)

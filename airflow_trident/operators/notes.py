@@ -1,6 +1,9 @@
 """Every DAG run of a batch shows its txid in its note (the first thing the UI shows of a run).
 
-The note says what the run is to Trident: ``txid 7 · attempt 2`` (a new or re-bound txid),
+The note says what the run is to Trident: ``txid 7 · attempt 2`` (a new or re-bound txid;
+the attempt is the processing attempt whose staging the commit applied, 1 for the first — the
+number the process and commit tasks and the Trident tab show; the begin's note names the txid
+alone),
 ``replay of txid 1 · attempt 3`` (``dag_run.conf = {"txid": 1}``),
 ``backfill txid 3 · attempt 1`` (a run of ``airflow-trident backfill``, named
 ``trident_replay__txid_3`` or ``trident_new__txid_3``).
@@ -13,7 +16,7 @@ Two writers, because Airflow 3 keeps task code away from its database:
 * :class:`TridentRunNotes`, a DAG-run listener (registered by :class:`TridentNotesPlugin`, the
   ``airflow.plugins`` entry point) running in the scheduler or in ``airflow dags test``: when a
   run starts it writes the note of a run pinned to a txid (by conf or by its backfill name), and
-  when the run ends it writes the note from the begin task's XCom.
+  when the run ends it writes the note from the tasks' XComs (txid and attempt).
 
 A note a user wrote is never replaced: only an empty note or one of these is.
 
@@ -102,12 +105,12 @@ def _orm_allowed() -> bool:
 def note_begin(context: Mapping[str, Any], summary: Mapping[str, Any]) -> bool:
     """Write the begin's note on its DAG run, if this process may; return whether it did.
 
-    Called by the begin task with its summary (``txid``, ``attempt_id``). Never fails the task.
+    Called by the begin task with its summary (``txid``): the note names the txid, not yet an
+    attempt (the process step starts attempt 1, 2, ...; the run's end adds it). Never fails the
+    task.
     """
     dag_run = context["dag_run"]
-    note = run_note(
-        int(summary["txid"]), int(summary["attempt_id"]), run_id=dag_run.run_id, conf=dag_run.conf
-    )
+    note = run_note(int(summary["txid"]), None, run_id=dag_run.run_id, conf=dag_run.conf)
     if not _orm_allowed():
         return False
     try:
@@ -125,8 +128,9 @@ def note_begin(context: Mapping[str, Any], summary: Mapping[str, Any]) -> bool:
         return False
 
 
-def _begin_summary(dag_run: Any, session: Any) -> Mapping[str, Any] | None:
-    """The begin task's XCom (``txid``, ``attempt_id``) of ``dag_run``, if it ran."""
+def _batch_summary(dag_run: Any, session: Any) -> tuple[int, int | None] | None:
+    """The txid of ``dag_run`` (from its begin's XCom) and its attempt: the processing attempt
+    its process, commit or express task reported (1, 2, ...), ``None`` before one did."""
     from airflow.models.xcom import XComModel
 
     rows = (
@@ -138,13 +142,20 @@ def _begin_summary(dag_run: Any, session: Any) -> Mapping[str, Any] | None:
         )
         .all()
     )
+    txid: int | None = None
+    attempt: int | None = None
     for row in rows:
-        if row.task_id != "begin" and not row.task_id.endswith(".begin"):
-            continue
         value = XComModel.deserialize_value(row)
-        if isinstance(value, Mapping) and "txid" in value and "attempt_id" in value:
-            return value
-    return None
+        if not isinstance(value, Mapping) or not isinstance(value.get("txid"), int):
+            continue
+        step = row.task_id.rpartition(".")[2]
+        if step in ("begin", "run"):  # "run": the express task
+            txid = int(value["txid"])
+        reported = value.get("attempt_id")
+        if step != "begin" and isinstance(reported, int) and reported >= 1:
+            attempt = max(attempt or 0, reported)
+            txid = txid if txid is not None else int(value["txid"])
+    return None if txid is None else (txid, attempt)
 
 
 def _write(dag_run: Any, note: str) -> None:
@@ -179,15 +190,10 @@ class TridentRunNotes:
         session = object_session(dag_run)
         if session is None:
             return
-        summary = _begin_summary(dag_run, session)
-        if summary is not None:
-            note = run_note(
-                int(summary["txid"]),
-                int(summary["attempt_id"]),
-                run_id=dag_run.run_id,
-                conf=dag_run.conf,
-            )
-            _write(dag_run, note)
+        found = _batch_summary(dag_run, session)
+        if found is not None:
+            txid, attempt = found
+            _write(dag_run, run_note(txid, attempt, run_id=dag_run.run_id, conf=dag_run.conf))
 
 
 class TridentNotesPlugin(AirflowPlugin):

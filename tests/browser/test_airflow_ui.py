@@ -53,9 +53,10 @@ def test_a_newcomer_finds_the_txid_and_the_log_of_a_batch(
     browser.find_element(By.LINK_TEXT, trident_ui.dag_id).click()
     WebDriverWait(browser, WAIT_S).until(lambda d: f"/dags/{trident_ui.dag_id}" in d.current_url)
 
-    # Then its run's page shows the txid in the run's note
+    # Then its run's page shows the txid in the run's note, with the attempt the process and
+    # commit tasks and the Trident tab name (the first processing is attempt 1, never 0)
     browser.get(run_url)
-    page = _wait_for_text(browser, "txid 1 · attempt")
+    page = _wait_for_text(browser, "txid 1 · attempt 1")
     browser.save_screenshot(str(ui_artifacts / "03-run-note.png"))
     assert run_id in page
 
