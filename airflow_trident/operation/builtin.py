@@ -105,9 +105,12 @@ class Max(CombinerAggregator[Any]):
 
 
 class Split(Function):
-    """Splits the first input field on whitespace; emits one tuple per word."""
+    """Splits the first input field on whitespace; emits one tuple per word (none for
+    ``None``, as Spark's ``split`` of a null)."""
 
     def execute(self, tuple_: TridentTuple, collector: TridentCollector) -> None:
+        if tuple_[0] is None:
+            return
         for word in str(tuple_[0]).split():
             collector.emit((word,))
 

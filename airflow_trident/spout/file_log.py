@@ -37,6 +37,7 @@ Examples
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import os
@@ -47,10 +48,11 @@ from typing import Any
 from pyarrow import fs as pafs
 
 from airflow_trident.attempt import TransactionAttempt
-from airflow_trident.errors import ConfigurationError, SpoutEmitError
+from airflow_trident.errors import ConfigurationError, SpoutEmitError, SpoutUnavailableError
 from airflow_trident.spout.base import Collector
 from airflow_trident.spout.file_records import (
     FORMATS,
+    RESCUED,
     TYPES,
     FileRange,
     count_records,
@@ -88,6 +90,8 @@ def _filesystem(root: str | os.PathLike[str]) -> tuple[pafs.FileSystem, str, str
 class _FileLog:
     """What both spouts share: the layout, listing, limits, ranges and dead letters."""
 
+    _infers = True
+
     def __init__(
         self,
         root: str | os.PathLike[str],
@@ -99,6 +103,8 @@ class _FileLog:
         max_bytes: int | None = None,
         max_records: int | None = None,
         dead_letter: str | os.PathLike[str] | None = None,
+        rescue: bool = False,
+        infer_schema: bool = False,
     ) -> None:
         if format not in FORMATS:
             msg = f"file log format {format!r} is not one of {FORMATS}"
@@ -111,15 +117,34 @@ class _FileLog:
                 f"{tuple(fields)} and every type one of {TYPES}"
             )
             raise ConfigurationError(msg)
+        if rescue and format == "parquet":
+            msg = "file log rescue=True reads JSON or CSV (Parquet columns are typed by the file)"
+            raise ConfigurationError(msg)
+        if infer_schema and not self._infers:
+            msg = (
+                f"{type(self).__name__} cannot infer_schema: a batch's schema is recorded per "
+                f"txid and replayed as it was, which an opaque spout does not do. Hint: use "
+                f"FileLogSpout, or declare the types"
+            )
+            raise ConfigurationError(msg)
+        if infer_schema and format != "json":
+            msg = f"file log infer_schema=True reads JSON lines, not {format!r}"
+            raise ConfigurationError(msg)
+        if RESCUED in fields:
+            msg = f"file log field {RESCUED!r} is reserved (rescue=True adds it)"
+            raise ConfigurationError(msg)
         for name, limit in (("max_files", max_files), ("max_bytes", max_bytes),
                             ("max_records", max_records)):  # fmt: skip
             if limit is not None and limit < 1:
                 msg = f"file log {name} must be >= 1 (or None for no limit), got {limit}"
                 raise ConfigurationError(msg)
         self.root = os.fspath(root)
-        self.output_fields = tuple(fields)
+        self.rescue = rescue
+        self.output_fields = (*fields, RESCUED) if rescue else tuple(fields)
         self.format = format
-        self.schema = tuple((f, types.get(f, "string")) for f in self.output_fields)
+        self.schema = tuple((f, types.get(f, "string")) for f in fields)
+        self.declared = types
+        self.infer_schema = infer_schema
         self.max_files, self.max_bytes, self.max_records = max_files, max_bytes, max_records
         self.dead_letter = None if dead_letter is None else os.fspath(dead_letter)
         self._fs: tuple[pafs.FileSystem, str, str] | None = None
@@ -137,26 +162,46 @@ class _FileLog:
         return self._fs
 
     def partitions(self) -> list[str]:
-        """The partition directories, by name (``[]`` while the root does not exist)."""
+        """The partition directories, by name; :class:`SpoutUnavailableError` when the root
+        does not exist or cannot be listed (nothing can be planned without it)."""
         filesystem, base, _ = self.filesystem()
-        if isinstance(filesystem, pafs.LocalFileSystem):
-            # a partition behind a broken link or mount keeps its place (a listing through
-            # pyarrow drops it): its batches emit nothing until it is back
-            if not os.path.isdir(base):
-                return []
-            entries = os.scandir(base)
-            names = [e.name for e in entries if e.is_symlink() or e.is_dir()]
-        else:
-            selector = pafs.FileSelector(base, allow_not_found=True)
-            names = [i.base_name for i in filesystem.get_file_info(selector)
-                     if i.type != pafs.FileType.File]  # fmt: skip
+        try:
+            if isinstance(filesystem, pafs.LocalFileSystem):
+                # a partition behind a broken link or mount keeps its place (a listing through
+                # pyarrow drops it): its batches emit nothing until it is back
+                with os.scandir(base) as entries:
+                    names = [e.name for e in entries if e.is_symlink() or e.is_dir()]
+            else:
+                infos = filesystem.get_file_info(pafs.FileSelector(base))
+                names = [i.base_name for i in infos if i.type != pafs.FileType.File]
+        except OSError as exc:
+            gone = isinstance(exc, FileNotFoundError) or "not found" in str(exc).lower()
+            what = "does not exist" if gone else f"cannot be listed ({type(exc).__name__}: {exc})"
+            msg = (
+                f"file log root {self.root!r} {what}: no batch can be planned and nothing is "
+                f"committed. Hint: create the root (an empty directory is a log without data), "
+                f"fix the path or mount it; a batch begun meanwhile fails and is retried, and "
+                f"every partition then resumes after its last committed file"
+            )
+            raise SpoutUnavailableError(msg) from exc
         return sorted(n for n in names if not _hidden(n))
 
     def new_files(self, partition: str, after: str) -> list[pafs.FileInfo]:
         """The partition's landed files whose names sort after ``after``, by name (raises
-        ``OSError`` when the partition cannot be listed)."""
+        ``OSError`` when the partition cannot be listed).
+
+        Files at or before the mark ``after`` (consumed) cost a name comparison each and no
+        ``stat`` (local filesystems: one ``scandir``; others: one listing)."""
         filesystem, base, _ = self.filesystem()
-        infos = filesystem.get_file_info(pafs.FileSelector(f"{base}/{partition}"))
+        directory = f"{base}/{partition}"
+        if isinstance(filesystem, pafs.LocalFileSystem):
+            with os.scandir(directory) as entries:
+                names = sorted(e.name for e in entries if e.name > after and not _hidden(e.name))
+            if not names:
+                return []
+            infos = filesystem.get_file_info([f"{directory}/{n}" for n in names])
+            return [i for i in infos if i.type == pafs.FileType.File]
+        infos = filesystem.get_file_info(pafs.FileSelector(directory))
         files = [i for i in infos if i.type == pafs.FileType.File and not _hidden(i.base_name)]
         return sorted((i for i in files if i.base_name > after), key=lambda i: i.base_name)
 
@@ -188,24 +233,28 @@ class _FileLog:
 
     # -- planning a batch ------------------------------------------------------------------------
 
-    def plan(self, attempt: TransactionAttempt, partition: str, after: str) -> dict[str, Any]:
-        """A new batch of ``partition``: the files after ``after`` within the limits, with
-        their record counts (malformed lines dead-lettered when configured)."""
+    def plan(self, attempt: TransactionAttempt, partition: str, last: Any) -> dict[str, Any]:
+        """A new batch of ``partition`` after its batch ``last`` (``None``: its first): the
+        files within the limits, with their record counts (malformed lines dead-lettered when
+        configured) and, with ``infer_schema``, the schema the batch reads with."""
+        after = (last or {}).get("after", "")
         filesystem, base, _ = self.filesystem()
+        known = self._known_schema(partition, attempt.txid, last) if self.infer_schema else None
+        added: list[str] = []
         taken: list[dict[str, Any]] = []
         records = size = 0
-        dead = 0
         for info in self.new_files(partition, after):
             if taken and self._full(len(taken), size + info.size, records):
                 break
             path = f"{base}/{partition}/{info.base_name}"
             entry: dict[str, Any] = {"name": info.base_name}
-            if self.dead_letter is not None and self.format != "parquet":
-                good, bad = self._dead_letters(attempt, partition, path)
+            if known is not None:
+                entry["records"] = _infer(filesystem, path, known, added)
+            elif self.dead_letter is not None and self.format != "parquet":
+                good, bad = self._dead_letters(attempt, partition, path, self.schema)
                 entry["records"] = good
                 if bad:
                     entry["malformed_lines"] = bad
-                    dead += len(bad)
             elif self.max_records is not None or self.format == "parquet":
                 entry["records"] = count_records(filesystem, path, self.format)
             # else: not counted here; the job that reads the file counts its records
@@ -219,9 +268,46 @@ class _FileLog:
             "files": taken,
             "after": taken[-1]["name"] if taken else after,
         }
+        if known is not None:
+            meta["schema"] = known
+            if added:
+                meta["schema_added"] = added
+                log.info("txid %d: partition %r of %s adds fields %s to the schema",
+                         attempt.txid, partition, self.root, added)  # fmt: skip
+            if self.dead_letter is not None:
+                schema = self.reading_schema(meta)
+                for entry in taken:
+                    path = f"{base}/{partition}/{entry['name']}"
+                    good, bad = self._dead_letters(attempt, partition, path, schema)
+                    entry["records"] = good
+                    if bad:
+                        entry["malformed_lines"] = bad
+        dead = sum(len(e.get("malformed_lines", ())) for e in taken)
         if dead:
             meta["dead_letters"] = dead
         return meta
+
+    def _known_schema(self, partition: str, txid: int, last: Any) -> dict[str, str]:
+        """The schema a new batch of ``partition`` starts from: the declared types, then what
+        its previous batch and every other partition's newest batch up to ``txid`` knew."""
+        known = dict(self.declared)
+        schemas = [(last or {}).get("schema") or {}]
+        if self._progress is not None:
+            for other in self.partitions():
+                if other != partition:
+                    schemas.append((self._progress(other, txid + 1) or {}).get("schema") or {})
+        for schema in schemas:
+            for name, kind in schema.items():
+                known.setdefault(name, kind)
+        return known
+
+    def reading_schema(self, meta: Any) -> tuple[tuple[str, str], ...]:
+        """The fields and types a batch with metadata ``meta`` reads with (with
+        ``infer_schema``: its recorded schema; a field no file typed yet is ``null``)."""
+        if not self.infer_schema:
+            return self.schema
+        known = meta.get("schema") or {}
+        return tuple((f, known.get(f, "null")) for f, _ in self.schema)
 
     def _full(self, files: int, size: int, records: int) -> bool:
         return (
@@ -231,13 +317,18 @@ class _FileLog:
         )
 
     def _dead_letters(
-        self, attempt: TransactionAttempt, partition: str, path: str
+        self,
+        attempt: TransactionAttempt,
+        partition: str,
+        path: str,
+        schema: tuple[tuple[str, str], ...],
     ) -> tuple[int, list[int]]:
         """Parse ``path`` here; write its malformed lines to the dead-letter location; return
         the good record count and the malformed line numbers."""
         filesystem, _, _ = self.filesystem()
         good, bad, letters = 0, [], []
-        for number, line, _, error in parse_lines(filesystem, path, self.format, self.schema):
+        lines = parse_lines(filesystem, path, self.format, schema, self.rescue)
+        for number, line, _, error in lines:
             if error is None:
                 good += 1
                 continue
@@ -273,11 +364,42 @@ class _FileLog:
             self.format,
             prefix,
             files,
-            self.schema,
+            self.reading_schema(meta),
             where,
             filesystem,
             dead_letter=self.dead_letter is not None,
+            rescue=self.rescue,
         )
+
+
+_INFERRED = ((bool, "boolean"), (int, "bigint"), (float, "double"), (str, "string"))
+
+
+def _infer(filesystem: pafs.FileSystem, path: str, known: dict[str, str], added: list[str]) -> int:
+    """Add to ``known`` (and ``added``) the type of every key of ``path``'s JSON records that
+    ``known`` lacks (the first non-null scalar value decides; nested values decide nothing);
+    return the records (non-blank lines)."""
+    records = 0
+    with filesystem.open_input_stream(path) as raw:
+        for line in io.TextIOWrapper(raw, encoding="utf-8", newline=""):
+            stripped = line.strip()
+            if not stripped:
+                continue
+            records += 1
+            try:
+                obj = json.loads(stripped)
+            except ValueError:
+                continue  # malformed: failed or dead-lettered when read
+            if not isinstance(obj, dict):
+                continue
+            for name, value in obj.items():
+                if name in known or value is None:
+                    continue
+                kind = next((k for t, k in _INFERRED if isinstance(value, t)), None)
+                if kind is not None:
+                    known[name] = kind
+                    added.append(name)
+    return records
 
 
 class FileLogSpout(_FileLog):
@@ -317,9 +439,11 @@ class FileLogSpout(_FileLog):
     ) -> Any:
         after = (last_partition_meta or {}).get("after", "")
         try:
-            meta = self.plan(attempt, partition, after)
+            meta = self.plan(attempt, partition, last_partition_meta)
         except OSError as exc:  # unreadable for now: this txid takes nothing from it, for good
             meta = {"files": [], "after": after}
+            if self.infer_schema:
+                meta["schema"] = (last_partition_meta or {}).get("schema") or {}
             log.warning("txid %d: partition %r of %s is unreadable (%s); it emits nothing in "
                         "this batch", attempt.txid, partition, self.root, exc)  # fmt: skip
         self.emit_partition_batch(attempt, collector, partition, meta)
@@ -353,8 +477,10 @@ class OpaqueFileLogSpout(_FileLog):
     """An opaque partitioned spout over ``root/<partition>/<file>``: a batch resumes after the
     last committed file; a partition that cannot be read is skipped and caught up later.
 
-    Parameters are :class:`FileLogSpout`'s.
+    Parameters are :class:`FileLogSpout`'s (but ``infer_schema``).
     """
+
+    _infers = False
 
     def get_opaque_coordinator(self) -> OpaqueFileLogSpout:
         return self
@@ -369,9 +495,8 @@ class OpaqueFileLogSpout(_FileLog):
         partition: str,
         last_partition_meta: Any,
     ) -> Any:
-        after = (last_partition_meta or {}).get("after", "")
         try:
-            meta = self.plan(attempt, partition, after)
+            meta = self.plan(attempt, partition, last_partition_meta)
         except OSError as exc:
             log.warning("txid %d: partition %r of %s is unreadable (%s); skipped in this batch, "
                         "caught up later", attempt.txid, partition, self.root, exc)  # fmt: skip

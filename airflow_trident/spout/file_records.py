@@ -19,17 +19,58 @@ from pyarrow import fs as pafs
 from airflow_trident.errors import MalformedRecordError, SpoutEmitError
 from airflow_trident.spout.ranges import ReadSpec
 
-__all__ = ["FORMATS", "TYPES", "FileRange", "count_records", "parse_lines"]
+__all__ = [
+    "FORMATS",
+    "RESCUED",
+    "TYPES",
+    "FileRange",
+    "LineParser",
+    "count_records",
+    "parse_lines",
+    "parse_record",
+]
 
 Row = tuple[Any, ...]
 FORMATS = ("json", "csv", "parquet")
 TYPES = ("string", "bigint", "int", "double", "boolean")
+RESCUED = "_rescued_data"
+"""The last field of a file log with ``rescue=True``: what did not fit the schema, as JSON."""
 _CHUNK = 1 << 22
 _BLANK = re.compile(rb"\n\n")  # a regex search is twice as fast as `in` on newline-dense data
 
 
+_BOUNDS = {"bigint": 1 << 63, "int": 1 << 31}
+
+
+def _strict(value: Any, kind: str) -> Any:
+    """A JSON value as a ``kind`` field: ``None`` for null; ``ValueError`` for a value of
+    another JSON type (a number is not a string, a string is not a number, ...)."""
+    if value is None:
+        return None
+    if kind == "null":  # a field with no type yet (infer_schema): nested values fit none
+        raise ValueError(f"{json.dumps(value)[:60]} has no type the field can take")
+    if kind == "string":
+        if isinstance(value, str):
+            return value
+        raise ValueError(f"{json.dumps(value)[:60]} is not a string")
+    if kind in ("bigint", "int"):
+        if isinstance(value, int) and not isinstance(value, bool):
+            if -_BOUNDS[kind] <= value < _BOUNDS[kind]:
+                return value
+            raise ValueError(f"{value!r} is out of range for {kind}")
+        raise ValueError(f"{json.dumps(value)[:60]} is not an integer")
+    if kind == "double":
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+        raise ValueError(f"{json.dumps(value)[:60]} is not a number")
+    if isinstance(value, bool):
+        return value
+    raise ValueError(f"{json.dumps(value)[:60]} is not a boolean")
+
+
 def _cast(value: Any, kind: str) -> Any:
-    """``value`` as Spark reads it into a ``kind`` column; ``ValueError`` when Spark would not."""
+    """A Parquet value as Spark's ``cast`` gives it in a ``kind`` column (Parquet columns are
+    typed by the file: they are cast, not checked)."""
     if value is None:
         return None
     if kind == "string":
@@ -37,31 +78,114 @@ def _cast(value: Any, kind: str) -> Any:
             return "true" if value else "false"
         return json.dumps(value) if isinstance(value, dict | list) else str(value)
     if kind in ("bigint", "int"):
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        raise ValueError(f"{value!r} is not an integer")
+        return int(value)
     if kind == "double":
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return float(value)
-        raise ValueError(f"{value!r} is not a number")
-    if isinstance(value, bool):
-        return value
-    raise ValueError(f"{value!r} is not a boolean")
+        return float(value)
+    return bool(value)
 
 
 def _from_text(value: str, kind: str) -> Any:
-    """A CSV cell as Spark reads it (an empty cell is null)."""
+    """A CSV cell as a ``kind`` field (an empty cell is null); ``ValueError`` when it is not
+    one."""
     if value == "":
         return None
     if kind == "string":
         return value
     if kind in ("bigint", "int"):
-        return int(value)
+        number = int(value)
+        if -_BOUNDS[kind] <= number < _BOUNDS[kind]:
+            return number
+        raise ValueError(f"{value!r} is out of range for {kind}")
     if kind == "double":
         return float(value)
     if value.lower() in ("true", "false"):
         return value.lower() == "true"
     raise ValueError(f"{value!r} is not a boolean")
+
+
+def parse_record(
+    line: str, fmt: str, schema: Sequence[tuple[str, str]], rescue: bool = False
+) -> Row:
+    """The tuple of one non-blank JSON or CSV record line; ``ValueError`` when malformed.
+
+    Strict: a JSON value of another type than its field's is malformed (``123`` or ``true`` in
+    a ``string`` field too); JSON ``null``, a missing key and an empty CSV cell are ``None``.
+    With ``rescue`` (the tuple then ends with :data:`RESCUED`), a value that does not fit its
+    field is ``None`` in it and kept, with every key that is not a field, as a JSON object in
+    the last value (``None`` when nothing was rescued); only a line that is not a JSON object
+    (or a CSV line with another number of cells) is malformed.
+    """
+    rescued: dict[str, Any] = {}
+    values: list[Any] = []
+    if fmt == "json":
+        obj = json.loads(line)
+        if not isinstance(obj, dict):
+            raise ValueError("not a JSON object")
+        for name, kind in schema:
+            raw = obj.get(name)
+            try:
+                values.append(_strict(raw, kind))
+            except ValueError as exc:
+                if not rescue:
+                    raise ValueError(f"field {name!r}: {exc}") from None
+                rescued[name] = raw
+                values.append(None)
+        if rescue:
+            names = {n for n, _ in schema}
+            rescued.update((k, v) for k, v in obj.items() if k not in names)
+    else:
+        cells = next(csv.reader([line]))
+        if len(cells) != len(schema):
+            raise ValueError(f"{len(cells)} columns, expected {len(schema)}")
+        for cell, (name, kind) in zip(cells, schema, strict=True):
+            try:
+                values.append(_from_text(cell, kind))
+            except ValueError as exc:
+                if not rescue:
+                    raise ValueError(f"field {name!r}: {exc}") from None
+                rescued[name] = cell
+                values.append(None)
+    if rescue:
+        values.append(json.dumps(rescued) if rescued else None)
+    return tuple(values)
+
+
+@dataclass(frozen=True)
+class LineParser:
+    """Parses a file's record lines on a Spark executor exactly as :func:`parse_lines` does in
+    this process (a :class:`~airflow_trident.spout.ranges.ReadSpec`'s ``lines``).
+
+    ``parse(line, first)``: the tuple, or ``None`` for a line that is no record (blank, a CSV
+    header: ``first`` is the file's first line) or a malformed one that was dead-lettered
+    (``drop``); a malformed line otherwise raises :class:`MalformedRecordError` naming
+    ``where``, ``path`` and the record.
+    """
+
+    format: str
+    schema: tuple[tuple[str, str], ...]
+    rescue: bool
+    drop: bool
+    where: str
+
+    def parse(self, line: str, first: bool, path: str) -> Row | None:
+        if self.format == "csv" and first:
+            return None
+        stripped = line.strip()
+        if not stripped:
+            return None
+        try:
+            return parse_record(stripped if self.format == "json" else line, self.format,
+                                self.schema, self.rescue)  # fmt: skip
+        except ValueError as exc:
+            if self.drop:
+                return None
+            msg = (
+                f"{self.where}: malformed record in {path}: {exc}: {stripped[:200]!r}; the batch "
+                f"fails and nothing is committed. Hint: run the batch in-process (LocalRunner) "
+                f"to get the line number; fix or remove the record (a new file), or give the "
+                f"spout a dead_letter location"
+            )
+            raise MalformedRecordError(msg) from None
 
 
 @dataclass(frozen=True)
@@ -81,6 +205,7 @@ class FileRange:
     where: str
     filesystem: pafs.FileSystem | None = None
     dead_letter: bool = False
+    rescue: bool = False
 
     @property
     def counted(self) -> bool:
@@ -113,7 +238,8 @@ class FileRange:
         if self.format == "parquet":
             yield from _parquet_rows(self._fs(), path, self.schema)
             return
-        for number, line, row, error in parse_lines(self._fs(), path, self.format, self.schema):
+        rows = parse_lines(self._fs(), path, self.format, self.schema, self.rescue)
+        for number, line, row, error in rows:
             if error is None:
                 yield row
             elif number not in bad:
@@ -126,18 +252,27 @@ class FileRange:
 
     def read_spec(self) -> ReadSpec:
         paths = tuple(f"{self.uri_prefix}{path}" for path, _, _ in self.files)
-        options = {"header": "true"} if self.format == "csv" else {}
         drop = "drop" if self.dead_letter else "fail"
-        return ReadSpec(self.format, paths, self.schema, drop, options)
+        if self.format == "parquet":
+            return ReadSpec(self.format, paths, self.schema, drop, {})
+        # JSON and CSV: Spark reads the lines, this module's parser makes the tuples (the very
+        # rules of the in-process read: Spark's own readers accept other records)
+        schema = (*self.schema, (RESCUED, "string")) if self.rescue else self.schema
+        parser = LineParser(self.format, self.schema, self.rescue, self.dead_letter, self.where)
+        return ReadSpec(self.format, paths, schema, drop, {}, lines=parser)
 
 
 def parse_lines(
-    filesystem: pafs.FileSystem, path: str, fmt: str, schema: Sequence[tuple[str, str]]
+    filesystem: pafs.FileSystem,
+    path: str,
+    fmt: str,
+    schema: Sequence[tuple[str, str]],
+    rescue: bool = False,
 ) -> Iterator[tuple[int, str, Row, str | None]]:
-    """``(line number, line, tuple, error or None)`` of each non-blank record line of ``path``."""
+    """``(line number, line, tuple, error or None)`` of each non-blank record line of ``path``
+    (:func:`parse_record` says what is malformed)."""
     with filesystem.open_input_stream(path) as raw:
         text = io.TextIOWrapper(raw, encoding="utf-8", newline="")
-        width = len(schema)
         for number, line in enumerate(text, 1):
             if fmt == "csv" and number == 1:
                 continue  # the header
@@ -145,16 +280,7 @@ def parse_lines(
             if not stripped:
                 continue
             try:
-                if fmt == "json":
-                    obj = json.loads(stripped)
-                    if not isinstance(obj, dict):
-                        raise ValueError("not a JSON object")
-                    row = tuple(_cast(obj.get(name), kind) for name, kind in schema)
-                else:
-                    cells = next(csv.reader([line]))
-                    if len(cells) != width:
-                        raise ValueError(f"{len(cells)} columns, expected {width}")
-                    row = tuple(_from_text(c, k) for c, (_, k) in zip(cells, schema, strict=True))
+                row = parse_record(stripped if fmt == "json" else line, fmt, schema, rescue)
             except ValueError as exc:
                 yield number, stripped, (), str(exc)
                 continue

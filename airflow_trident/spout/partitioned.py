@@ -8,6 +8,7 @@ user's coordinator and emitter.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -22,6 +23,8 @@ from airflow_trident.spout.base import (
 )
 from airflow_trident.spout.tx_state import PartitionState
 from airflow_trident.state.base import StateType
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "PartitionedCoordinator",
@@ -90,6 +93,11 @@ EMITTED = "__trident_emitted__"
 """Pseudo-partition marking that every partition of a txid was emitted."""
 
 
+def _unskipped(meta: Any) -> Any:
+    """A partition's metadata of a batch, or where it stood when the batch skipped it."""
+    return meta["last"] if isinstance(meta, dict) and meta.get(_SKIPPED) else meta
+
+
 class _Coordinator:
     def __init__(self, inner: PartitionedCoordinator) -> None:
         self._inner = inner
@@ -97,7 +105,26 @@ class _Coordinator:
     def initialize_transaction(self, txid: int, prev_meta: Any, curr_meta: Any) -> Any:
         if curr_meta is not None:  # a replay: the partitions of this txid are fixed
             return curr_meta
-        return self._inner.get_partitions_for_batch()
+        meta = self._inner.get_partitions_for_batch()
+        self._report_away(txid, prev_meta, meta)
+        return meta
+
+    def _report_away(self, txid: int, prev_meta: Any, meta: Any) -> None:
+        """Log the partitions of the previous batch that this one does not list (renamed
+        away, behind a broken link or mount): they take nothing until they are back."""
+        if not isinstance(prev_meta, dict) or not isinstance(meta, dict):
+            return
+        before, now = prev_meta.get("partitions"), meta.get("partitions")
+        if not isinstance(before, list) or not isinstance(now, list):
+            return
+        away = sorted(set(map(str, before)) - set(map(str, now)))
+        if away:
+            log.warning(
+                "txid %d: partitions %s of the previous batch are not listed now (renamed away, "
+                "removed, or behind a broken link or mount?); they take nothing in this batch "
+                "and, once back, resume right after their last emitted batch",
+                txid, away,
+            )  # fmt: skip
 
     def is_ready(self, txid: int) -> bool:
         return self._inner.is_ready(txid)
@@ -130,19 +157,21 @@ class _Emitter:
         self._state.put(EMITTED, txid, True)
 
     def _previous(self, partition: str, txid: int) -> Any:
-        """The metadata of ``partition`` for ``txid - 1``, which must be emitted already."""
+        """Where ``partition``'s batch of ``txid`` starts: its newest batch before ``txid``,
+        once ``txid - 1`` was emitted (a partition absent from some batches, away for a while,
+        resumes after its last one)."""
         earlier = self._state.latest_before(partition, txid)
-        if earlier is None:
-            return None
-        if earlier[0] != txid - 1:
+        if earlier is None or earlier[0] == txid - 1:
+            return None if earlier is None else _unskipped(earlier[1])
+        if self._state.get(EMITTED, txid - 1) is None:
             msg = (
                 f"txid {txid}: partition {partition!r} cannot be emitted before txid {txid - 1} "
-                f"(its newest emitted batch is txid {earlier[0]}); a transactional partitioned "
-                f"spout emits in txid order. Hint: retry once txid {txid - 1} was processed"
+                f"is (its newest emitted batch is txid {earlier[0]}, and txid {txid - 1} has "
+                f"not been emitted); a transactional partitioned spout emits in txid order. "
+                f"Hint: retry once txid {txid - 1} was emitted"
             )
             raise BatchNotReadyError(msg)
-        meta = earlier[1]
-        return meta["last"] if isinstance(meta, dict) and meta.get(_SKIPPED) else meta
+        return _unskipped(earlier[1])
 
     def success(self, attempt: TransactionAttempt) -> None:
         return None
@@ -183,7 +212,9 @@ class PartitionedTransactionalSpoutExecutor:
         return meta["last"] if isinstance(meta, dict) and meta.get(_SKIPPED) else meta
 
     def get_emitter(self) -> Emitter:
-        return _Emitter(self.spout.get_partitioned_emitter(), self.state)
+        inner = self.spout.get_partitioned_emitter()
+        use_progress(inner, self.progress)  # e.g. a schema known from the other partitions
+        return _Emitter(inner, self.state)
 
     def emitted(self, txid: int) -> bool:
         """Whether batch ``txid`` was emitted (its partition ranges are fixed)."""

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, SupportsIndex, overload, runtime_checkable
 
-__all__ = ["PartitionRows", "ReadSpec", "SourceRange", "emit_range", "emitted_counts"]
+__all__ = ["LineParse", "PartitionRows", "ReadSpec", "SourceRange", "emit_range", "emitted_counts"]
 
 Row = tuple[Any, ...]
 
@@ -45,7 +45,7 @@ class ReadSpec:
     ``"fail"`` (the Spark job fails naming the file) or ``"drop"`` (malformed records were
     dead-lettered when the range was planned; Spark skips them). ``options`` go to Spark's
     reader as they are. ``driver``: a JDBC driver class and the jar that has it; Spark adds the
-    jar to a session that cannot load the class.
+    jar to a session that cannot load the class. ``lines``: see :class:`LineParse`.
     """
 
     format: str
@@ -54,6 +54,18 @@ class ReadSpec:
     on_malformed: str = "fail"
     options: Mapping[str, str] = field(default_factory=dict)
     driver: tuple[str, str] | None = None
+    lines: LineParse | None = None
+
+
+@runtime_checkable
+class LineParse(Protocol):
+    """Set on a :class:`ReadSpec` of JSON or CSV files: Spark reads the files as text lines and
+    calls this on its executors to make each line a tuple of ``schema`` (the in-process parser,
+    so that both runtimes read the same records): ``parse(line, first, path)`` gives the tuple,
+    or ``None`` for a line that is no record (``first``: the file's first line), or raises."""
+
+    def parse(self, line: str, first: bool, path: str) -> Row | None:
+        """The tuple of ``line`` of ``path``, or ``None``."""
 
 
 @runtime_checkable

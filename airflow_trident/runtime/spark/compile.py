@@ -69,10 +69,10 @@ def is_split(function: Any, input_type: T.DataType | None, width: int) -> bool:
 
 
 def split_words(df: DataFrame, source: str, target: str, keep: Sequence[str]) -> DataFrame:
-    """One row per whitespace-separated word of ``source`` (``None`` splits as ``"None"``,
-    like ``str(None).split()``), with the ``keep`` columns."""
-    text = F.coalesce(col(source), F.lit("None"))
-    words = df.select(*[col(c) for c in keep], F.explode(F.split(text, _WHITESPACE)).alias(target))
+    """One row per whitespace-separated word of ``source`` (none for ``None``, as ``Split``),
+    with the ``keep`` columns."""
+    text = F.split(col(source), _WHITESPACE)
+    words = df.select(*[col(c) for c in keep], F.explode(text).alias(target))
     return words.where(col(target) != F.lit(""))
 
 

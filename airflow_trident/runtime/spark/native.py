@@ -1,10 +1,13 @@
 """Source ranges read by Spark (:mod:`airflow_trident.spout.ranges`): a spout's batch as a
 DataFrame that reads exactly the range's files in parallel; the driver never holds the tuples.
 
-A malformed record (``on_malformed="fail"``) fails the Spark job in the same pass as the read
-(``raise_error`` on Spark's corrupt-record column), with a
+A range with a line parser (``ReadSpec.lines``: the file log's JSON and CSV files) is read as
+text lines (Spark splits the files) and parsed on the executors by the spout's own parser, so
+both runtimes take exactly the same records and values (Spark's JSON reader would turn ``123``
+into the string ``"123"`` and, once a column is pruned, no longer check its type). A malformed
+record (``on_malformed="fail"``) fails the Spark job in the same pass as the read, with a
 :class:`~airflow_trident.errors.MalformedRecordError` naming the file and the record; with
-``"drop"`` (the spout dead-lettered them when it planned the range) Spark skips them.
+``"drop"`` (the spout dead-lettered them when it planned the range) the parser skips them.
 
 Ranges that leave their record count to the job (a file log planned without counting) are
 counted by the same job, in the same pass: each such partition is read on its own, with an
@@ -17,16 +20,18 @@ from __future__ import annotations
 import functools
 import os
 import uuid
-from collections.abc import Sequence
-from dataclasses import replace
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
-from airflow_trident.errors import ConfigurationError, MalformedRecordError
+from airflow_trident.errors import ConfigurationError, MalformedRecordError, TridentError
 from airflow_trident.runtime.spark.python_ops import failure_text
-from airflow_trident.spout.ranges import PartitionRows, ReadSpec, SourceRange
+from airflow_trident.spout.ranges import LineParse, PartitionRows, ReadSpec, SourceRange
 
 __all__ = ["CORRUPT", "native_partitions", "read_range", "read_spec"]
 
@@ -45,6 +50,8 @@ def read_spec(spark: SparkSession, spec: ReadSpec, where: str = "") -> DataFrame
             _with_driver(spark, *spec.driver)
         df = spark.read.format("jdbc").options(**spec.options).load()
         return df.select(*[F.col(f"`{n}`").cast(k).alias(n) for n, k in spec.schema])
+    if spec.lines is not None:
+        return _parsed_lines(spark, spec, spec.lines)
     if spec.format == "parquet":
         df = spark.read.options(**spec.options).parquet(*spec.paths)
         return df.select(*[F.col(f"`{n}`").cast(k).alias(n) for n, k in spec.schema])
@@ -58,6 +65,70 @@ def read_spec(spark: SparkSession, spec: ReadSpec, where: str = "") -> DataFrame
     else:
         df = df.where(F.when(bad, _malformed(where)).otherwise(F.lit(True)))
     return df.select(*[F.col(f"`{n}`") for n in names])
+
+
+_SPARK_TYPES: dict[str, Any] = {
+    "string": pa.string(),
+    "bigint": pa.int64(),
+    "int": pa.int32(),
+    "double": pa.float64(),
+    "boolean": pa.bool_(),
+    "null": pa.null(),
+}
+
+
+_SQL_TYPES: dict[str, T.DataType] = {
+    "string": T.StringType(),
+    "bigint": T.LongType(),
+    "int": T.IntegerType(),
+    "double": T.DoubleType(),
+    "boolean": T.BooleanType(),
+    "null": T.NullType(),
+}
+
+
+@dataclass(frozen=True)
+class _ParseLines:
+    """``mapInArrow`` over ``(value, file, block start)`` text rows: each line parsed by the
+    spout's :class:`~airflow_trident.spout.ranges.LineParse` (in this order within a file, so the
+    first row of a file's first block is its first line)."""
+
+    parser: LineParse
+    schema: tuple[tuple[str, str], ...]
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        started: set[str] = set()
+        arrow = pa.schema([pa.field(n, _SPARK_TYPES[k]) for n, k in self.schema])
+        try:
+            for batch in batches:
+                lines, files, starts = (batch.column(i).to_pylist() for i in range(3))
+                rows = []
+                for line, path, start in zip(lines, files, starts, strict=True):
+                    first = start == 0 and path not in started
+                    if first:
+                        started.add(path)
+                    row = self.parser.parse(line, first, path)
+                    if row is not None:
+                        rows.append(row)
+                columns = [
+                    pa.array([r[i] for r in rows], arrow.field(i).type)
+                    for i in range(len(self.schema))
+                ]
+                yield pa.RecordBatch.from_arrays(columns, schema=arrow)
+        except TridentError as exc:
+            raise RuntimeError(failure_text(exc)) from None
+
+
+def _parsed_lines(spark: SparkSession, spec: ReadSpec, parser: LineParse) -> DataFrame:
+    """``spec``'s files read as text lines (Spark splits them), parsed in Python by ``parser``:
+    the same records, values and malformed lines as the in-process read."""
+    text = spark.read.text(list(spec.paths)).select(
+        F.col("value"),
+        F.col("_metadata.file_path").alias("file"),
+        F.col("_metadata.file_block_start").alias("start"),
+    )
+    struct = T.StructType([T.StructField(n, _SQL_TYPES[k]) for n, k in spec.schema])
+    return text.mapInArrow(_ParseLines(parser, spec.schema), struct)
 
 
 def _with_driver(spark: SparkSession, driver: str, jar: str) -> None:
