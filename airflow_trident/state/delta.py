@@ -33,6 +33,7 @@ Examples
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from collections.abc import Mapping, Sequence
@@ -41,6 +42,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from airflow_trident import connections
 from airflow_trident.errors import ConfigurationError, StateError
 from airflow_trident.names import validate_name
 from airflow_trident.operation.base import StateUpdater
@@ -73,6 +75,7 @@ class DeltaStateFactory:
         txid_column: str | None = "trident_txid",
         storage_options: Mapping[str, str] | None = None,
         evolve_schema: bool = False,
+        conn_id: str | None = None,
     ) -> None:
         if not path:
             msg = "delta_state: path is empty; hint: a local directory or an s3:// URI"
@@ -92,6 +95,15 @@ class DeltaStateFactory:
         )
         self.storage_options = dict(storage_options or {})
         self.evolve_schema = evolve_schema
+        self.conn_id = None if conn_id is None else connections.declare(conn_id)
+
+    def resolved_options(self) -> dict[str, str] | None:
+        """The delta-rs storage options: the connection's (resolved now, at run time), then
+        ``storage_options`` over them; ``None`` when there are none. They hold credentials:
+        never log them."""
+        options = {} if self.conn_id is None else connections.storage_options(self.conn_id)
+        options.update(self.storage_options)
+        return options or None
 
     def __repr__(self) -> str:
         mode = f"merge on {list(self.merge_keys)}" if self.merge_keys else "append"
@@ -117,6 +129,7 @@ def delta_state(
     txid_column: str | None = "trident_txid",
     storage_options: Mapping[str, str] | None = None,
     evolve_schema: bool = False,
+    conn_id: str | None = None,
 ) -> DeltaStateFactory:
     """A transactional state writing each batch's rows into the Delta table at ``path``.
 
@@ -135,11 +148,18 @@ def delta_state(
     txid_column:
         A column holding the txid that wrote each row (``None``: none).
     storage_options:
-        delta-rs storage options (object store credentials, say).
+        delta-rs storage options that are no secret (``{"AWS_REGION": "eu-west-1"}``); over
+        the connection's, when both give one.
     evolve_schema:
         A column the table lacks is added as a nullable column (in the same Delta commit as
         the rows); ``False`` refuses it. Incompatible changes are always refused before
         writing (:mod:`airflow_trident.state.schema_evolution`).
+    conn_id:
+        An Airflow connection with the object store's credentials (an ``aws`` connection, or
+        any connection whose extra has ``storage_options``), read when the state commits, in
+        the commit task or on a Spark executor, never when the DAG file is parsed; see
+        docs/howto/connections.md. Keep credentials out of ``storage_options``: a DAG file
+        is no place for them.
     """
     return DeltaStateFactory(
         path,
@@ -149,6 +169,7 @@ def delta_state(
         txid_column=txid_column,
         storage_options=storage_options,
         evolve_schema=evolve_schema,
+        conn_id=conn_id,
     )
 
 
@@ -163,6 +184,11 @@ class DeltaState:
         self.partition_app_id = f"{factory.app_id}.p{index}of{count}"
         self._txid: int | None = None
         self._rows: list[dict[str, Any]] = []
+
+    @functools.cached_property
+    def _options(self) -> dict[str, str] | None:
+        """The factory's storage options, resolved once per state (at its first use)."""
+        return self.factory.resolved_options()
 
     def begin_commit(self, txid: int) -> None:
         """Start collecting batch ``txid``'s rows (rows of an unfinished commit are dropped)."""
@@ -233,7 +259,7 @@ class DeltaState:
         local = _local_path(self.factory.path)
         if local is not None and local.exists() and not local.is_dir():
             raise self._unusable(txid, "it is a file, not a directory")
-        options = self.factory.storage_options or None
+        options = self._options
         try:
             if not DeltaTable.is_deltatable(self.factory.path, storage_options=options):
                 return None
@@ -297,7 +323,7 @@ class DeltaState:
                 Transaction(app_id=self.factory.app_id, version=txid * _COUNT_BASE + self.count),
             ]
         )
-        options = self.factory.storage_options or None
+        options = self._options
         keys = self.factory.merge_keys
         if not keys or table is None:
             write_deltalake(
