@@ -347,7 +347,7 @@ class _Schedule:
 
                 with shared_engine(self.state_url).begin() as conn:
                     for factory in self.topo.factories.values():
-                        conn.execute(sa.text(f'DROP TABLE IF EXISTS "{factory.layout.name}"'))
+                        conn.execute(sa.schema.DropTable(factory.layout.table, if_exists=True))
         self.client.stop()
         self.client.close()
 

@@ -143,7 +143,7 @@ class SqlMapStateFactory:
     def __repr__(self) -> str:
         where = "the run's database" if self._target is None else describe_url(self._target)
         return (
-            f"SqlMapStateFactory({where!r}, {self.layout.name!r}, "
+            f"SqlMapStateFactory({where!r}, {self.layout.qualified!r}, "
             f"{self.state_type.value!r}, cache_size={self.cache_size})"
         )
 
@@ -210,6 +210,14 @@ def sql_state(
     the aggregate's output field(s) (``value_type`` each, or ``value_types[field]``), beside
     ``txid`` and, for opaque state, ``prev_<field>``; analysts query it with plain SQL. Without
     it the value is one ``val`` column (JSON text by default: any JSON value).
+
+    ``table`` may name a PostgreSQL schema, ``"analytics.word_counts"``: the first state made
+    creates the schema if it is absent (when the role may; an existing schema is only looked
+    up) and the table in it. The run's bookkeeping tables (the commit ledger, window stores)
+    stay in the connection's default schema (set its ``search_path`` with the connection's
+    ``options`` extra, ``-csearch_path=analytics``, to move them too). SQLite has no schemas:
+    there a schema-qualified name is a :class:`~airflow_trident.errors.ConfigurationError`
+    when the state is made.
 
     Examples
     --------

@@ -27,7 +27,12 @@ from airflow_trident.errors import ConfigurationError
 from airflow_trident.state.sql.engine import connect, translate_errors
 from airflow_trident.state.sql.table import TableLayout
 
-__all__ = ["create_table_if_absent", "ensure_table"]
+__all__ = [
+    "check_schema_support",
+    "create_schema_if_absent",
+    "create_table_if_absent",
+    "ensure_table",
+]
 
 
 def ensure_table(engine: sa.Engine, layout: TableLayout) -> None:
@@ -43,16 +48,54 @@ def ensure_table(engine: sa.Engine, layout: TableLayout) -> None:
         table opened as bigint, say).
     """
     what = "create table"
-    with connect(engine, layout.name, what) as conn, translate_errors(engine, layout.name, what):
+    check_schema_support(engine, layout)
+    name, schema = layout.name, layout.schema
+    with connect(engine, name, what) as conn, translate_errors(engine, name, what):
+        if schema is not None:
+            create_schema_if_absent(conn, schema)
         create_table_if_absent(conn, layout.table)
         with conn.begin():
             inspector = sa.inspect(conn)
-            found = {c["name"]: _kind(c["type"]) for c in inspector.get_columns(layout.name)}
-            indexes = {ix["name"] for ix in inspector.get_indexes(layout.name)}
+            found = {c["name"]: _kind(c["type"]) for c in inspector.get_columns(name, schema)}
+            indexes = {ix["name"] for ix in inspector.get_indexes(name, schema)}
         _check_columns(layout, found)
         for index in layout.table.indexes:
             if index.name not in indexes:
                 _create_index(conn, index)
+
+
+def check_schema_support(engine: sa.Engine, layout: TableLayout) -> None:
+    """Refuse a schema-qualified table (``analytics.word_counts``) on SQLite, which has no
+    schemas (its ``schema.table`` names an attached database file).
+
+    Raises
+    ------
+    ConfigurationError
+        If ``layout`` names a schema and ``engine`` is not PostgreSQL.
+    """
+    if layout.schema is not None and engine.dialect.name != "postgresql":
+        msg = (
+            f"state table {layout.qualified!r}: a schema-qualified table needs PostgreSQL, but "
+            f"the state database is {engine.dialect.name}; hint: name the table without "
+            f"{layout.schema + '.'!r} on SQLite, or use a PostgreSQL state connection"
+        )
+        raise ConfigurationError(msg)
+
+
+def create_schema_if_absent(conn: sa.Connection, schema: str) -> None:
+    """Create PostgreSQL schema ``schema`` unless it exists (looked up first: creating one
+    needs the CREATE privilege on the database, which a role writing into an existing schema
+    may lack). Another process creating it at the same moment is fine."""
+    with conn.begin():
+        if sa.inspect(conn).has_schema(schema):
+            return
+    try:
+        with conn.begin():
+            conn.execute(sa.schema.CreateSchema(schema, if_not_exists=True))
+    except (sa.exc.IntegrityError, sa.exc.ProgrammingError):
+        with conn.begin():
+            if not sa.inspect(conn).has_schema(schema):
+                raise
 
 
 def create_table_if_absent(conn: sa.Connection, table: sa.Table) -> None:
@@ -77,7 +120,7 @@ def create_table_if_absent(conn: sa.Connection, table: sa.Table) -> None:
             conn.execute(sa.schema.CreateTable(table, if_not_exists=True))
     except (sa.exc.IntegrityError, sa.exc.ProgrammingError):
         with conn.begin():
-            exists = sa.inspect(conn).has_table(table.name)
+            exists = sa.inspect(conn).has_table(table.name, table.schema)
         if not exists:
             raise
 
@@ -103,7 +146,7 @@ def _create_index(conn: sa.Connection, index: sa.Index) -> None:
         if table is None:
             raise
         with conn.begin():
-            names = {ix["name"] for ix in sa.inspect(conn).get_indexes(table.name)}
+            names = {ix["name"] for ix in sa.inspect(conn).get_indexes(table.name, table.schema)}
         if index.name not in names:
             raise
 

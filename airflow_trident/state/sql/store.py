@@ -39,7 +39,7 @@ from airflow_trident.state.sql.codec import RowCodec
 from airflow_trident.state.sql.engine import connect, describe_url, resolve_engine
 from airflow_trident.state.sql.engine import translate_errors as _translate
 from airflow_trident.state.sql.rows import RowPaths
-from airflow_trident.state.sql.schema import ensure_table
+from airflow_trident.state.sql.schema import check_schema_support, ensure_table
 from airflow_trident.state.sql.table import TableLayout
 
 __all__ = ["COPY_THRESHOLD", "SqlBackingMap"]
@@ -136,6 +136,7 @@ class SqlBackingMap:
                 f"supported: SQLite and PostgreSQL (postgresql+psycopg://...)"
             )
             raise ConfigurationError(msg)
+        check_schema_support(engine, layout)
         self.engine = engine
         self.layout = layout
         self.codec = RowCodec(layout)

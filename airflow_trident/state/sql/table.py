@@ -48,11 +48,11 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from airflow_trident.errors import ConfigurationError
+from airflow_trident.errors import ConfigurationError, InvalidNameError
 from airflow_trident.names import validate_name
 from airflow_trident.state.base import StateType
 
-__all__ = ["KEY_TYPES", "VALUE_TYPES", "TableLayout", "txid_index_name"]
+__all__ = ["KEY_TYPES", "VALUE_TYPES", "TableLayout", "split_table_name", "txid_index_name"]
 
 VALUE_TYPES: Mapping[str, type[sa.types.TypeEngine[Any]]] = {
     "json": sa.Text,
@@ -102,6 +102,14 @@ class TableLayout:
     """The ``value_type`` of each value column."""
     prev_columns: tuple[str, ...] = ("prev",)
     """The columns of the value before the row's txid (opaque rule; ``()`` when not needed)."""
+    schema: str | None = None
+    """The PostgreSQL schema of the table (``"analytics"`` of ``"analytics.word_counts"``);
+    ``None``: the connection's default (its ``search_path``)."""
+
+    @property
+    def qualified(self) -> str:
+        """The table's name as given: ``schema.table``, or ``table``."""
+        return self.name if self.schema is None else f"{self.schema}.{self.name}"
 
     @classmethod
     def build(
@@ -131,7 +139,7 @@ class TableLayout:
             For an empty, duplicated or reserved key or value field, a key type other than
             ``str``, ``int`` or ``float``, or an unknown ``value_type``.
         """
-        name = validate_name(table, kind="table")
+        schema, name = split_table_name(table)
         kind = StateType.parse(state_type)
         if isinstance(key_fields, str) or not key_fields:
             msg = (
@@ -168,10 +176,10 @@ class TableLayout:
             columns += [txid_col, *value_cols, *prev_cols]
         else:  # table-shaped: key..., fields..., txid, prev_fields...
             columns += [*value_cols, txid_col, *prev_cols]
-        table_obj = sa.Table(name, sa.MetaData(), *columns)
+        table_obj = sa.Table(name, sa.MetaData(), *columns, schema=schema)
         if kind is StateType.OPAQUE and txid_index:
             sa.Index(txid_index_name(name), table_obj.c.txid)
-        return cls(name, kind, fields, types, vtypes[0], table_obj, values, vtypes, prevs)
+        return cls(name, kind, fields, types, vtypes[0], table_obj, values, vtypes, prevs, schema)
 
     @property
     def numeric(self) -> bool:
@@ -208,6 +216,29 @@ class TableLayout:
             prefixes=["TEMPORARY"],
             postgresql_on_commit="DROP",
         )
+
+
+def split_table_name(table: object) -> tuple[str | None, str]:
+    """``(schema, table)`` of a state table name, ``"table"`` or ``"schema.table"`` (each part
+    a valid name: no quoting, no third part).
+
+    >>> split_table_name("analytics.word_counts"), split_table_name("word_counts")
+    (('analytics', 'word_counts'), (None, 'word_counts'))
+    >>> split_table_name("a.b.c")
+    Traceback (most recent call last):
+    ...
+    airflow_trident.errors.InvalidNameError: table name 'a.b.c' is invalid: ...
+    """
+    parts = table.split(".") if isinstance(table, str) else [table]
+    if len(parts) == 2:
+        return validate_name(parts[0], kind="schema"), validate_name(parts[1], kind="table")
+    if len(parts) > 2:
+        msg = (
+            f"table name {table!r} is invalid: give 'table' or 'schema.table' (PostgreSQL), "
+            f"each part 1-63 letters, digits or '_'"
+        )
+        raise InvalidNameError(msg)
+    return None, validate_name(table, kind="table")
 
 
 def txid_index_name(table: str) -> str:
