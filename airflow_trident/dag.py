@@ -5,6 +5,7 @@ order and every other step may overlap with other runs' (``max_active_batches``)
 ``layout="compact"`` has three tasks, ``begin >> process >> commit``: ``begin`` waits for
 readiness and begins, ``commit`` does the success step too — two task processes and two
 scheduling hand-offs fewer per batch, for short batch intervals (``docs/performance.md``).
+``layout="express"`` (Spark Connect processing) runs the whole batch in one task, ``run``.
 
 Examples
 --------
@@ -50,12 +51,13 @@ from airflow_trident.operators.process import ProcessBatchOperator
 from airflow_trident.operators.steps import default_deferrable
 from airflow_trident.runtime.reference import load_topology
 from airflow_trident.sensors.begin import BeginWhenReadySensor
+from airflow_trident.sensors.express import ExpressBatchOperator
 from airflow_trident.sensors.ready import BatchReadySensor
 
 __all__ = ["LAYOUTS", "PROCESS_MODES", "default_staging_root", "trident_batch", "trident_dag"]
 
 PROCESS_MODES = ("submit", "connect")
-LAYOUTS = ("standard", "compact")
+LAYOUTS = ("standard", "compact", "express")
 
 _DOCS = {
     "wait_ready": "Waits until every spout's coordinator says the next batch may start.",
@@ -82,6 +84,16 @@ _DOCS = {
         "wait), then acts as Trident's coordinator: binds this DAG run to its txid in ZooKeeper "
         '(a retry or a cleared task keeps the txid; `dag_run.conf={"txid": N}` replays N) and '
         "stores each spout's batch metadata. XCom: txid, attempt, metadata."
+    ),
+    "run_express": (
+        "The whole batch in one task (Spark Connect processing): waits until every spout's "
+        "coordinator says the next batch may start (a replay does not wait), binds this DAG run "
+        "to its txid in ZooKeeper (a retry or a cleared task keeps the txid; `dag_run.conf="
+        '{"txid": N}` replays N), processes the batch on the Spark Connect server, waits until '
+        "txid-1 is committed, applies the results with each state's exactly-once rule, "
+        "advances the committed txid by compare-and-set and tells the spouts. A retry resumes "
+        "at the step it died in (a staged attempt is committed, not processed again). XCom: "
+        "txid, attempt, metadata, processed, committed."
     ),
     "commit_compact": (
         "The commit phase, strictly in txid order: waits until txid-1 is committed, checks the "
@@ -138,13 +150,17 @@ def trident_batch(
     the topology stays bounded (``bench/zk_nodes.py``).
     ``layout``: ``"standard"`` (``wait_ready >> begin >> process >> commit >> success``) or
     ``"compact"`` (``begin >> process >> commit``: readiness and begin in one task, commit and
-    success in one; the same exactly-once rules, two task processes fewer per batch).
+    success in one; the same exactly-once rules, two task processes fewer per batch) or
+    ``"express"`` (one task, ``run``: readiness, begin, process on Spark Connect, commit and
+    success; needs ``process_mode="connect"``; the lowest latency and Airflow cost per batch,
+    one log per batch; runs overlap up to ``max_active_batches``, see
+    :class:`~airflow_trident.sensors.express.ExpressBatchOperator`).
 
     Raises
     ------
     ConfigurationError
-        For an unknown ``commit_mode``, ``process_mode`` or ``layout``, or a topology that
-        cannot be imported.
+        For an unknown ``commit_mode``, ``process_mode`` or ``layout``, ``layout="express"``
+        without ``process_mode="connect"``, or a topology that cannot be imported.
 
     Examples
     --------
@@ -154,6 +170,11 @@ def trident_batch(
     ...                           group_id="batch", layout="compact")
     >>> [t.task_id for t in dag.topological_sort()]
     ['batch.begin', 'batch.process', 'batch.commit']
+    >>> with DAG("express_doc", schedule=None) as dag:
+    ...     group = trident_batch("airflow_trident.examples.topologies:word_count",
+    ...                           group_id="batch", layout="express", process_mode="connect")
+    >>> [t.task_id for t in dag.topological_sort()]
+    ['batch.run']
     """
     check_dag_arguments(
         {k: v for k, v in locals().items() if k != "topology"}, where="trident_batch"
@@ -161,7 +182,15 @@ def trident_batch(
     if layout not in LAYOUTS:
         msg = (
             f"layout {layout!r} is not one of {', '.join(LAYOUTS)}: 'standard' has a task per "
-            f"step, 'compact' joins readiness with begin and success with commit"
+            f"step, 'compact' joins readiness with begin and success with commit, 'express' "
+            f"runs the whole batch in one task"
+        )
+        raise ConfigurationError(msg)
+    if layout == "express" and process_mode != "connect":
+        msg = (
+            f"layout 'express' runs the whole batch in one task, which needs a Spark Connect "
+            f"server: process_mode is {process_mode!r}; hint: pass process_mode='connect' and "
+            f"spark_connect_conn_id, or use layout='compact'"
         )
         raise ConfigurationError(msg)
     if process_mode not in PROCESS_MODES:
@@ -189,6 +218,16 @@ def trident_batch(
     with TaskGroup(group_id=group_id, tooltip=f"one batch of topology {name}") as group:
         compact = layout == "compact"
         ready_deferrable = default_deferrable() if ready_deferrable is None else ready_deferrable
+        if layout == "express":
+            ExpressBatchOperator(
+                task_id="run", poke_interval=5, mode="reschedule", deferrable=ready_deferrable,
+                commit_deferrable=default_deferrable() if deferrable is None else deferrable,
+                state_conn_id=state_conn_id, keep_txids=keep_txids,
+                spark_connect_conn_id=spark_connect_conn_id, commit_mode=commit_mode,
+                spark_commit_min_rows=spark_commit_min_rows, doc_md=_DOCS["run_express"],
+                outlets=[commits_alias(name)], **common,
+            )  # fmt: skip
+            return group
         begin: BaseOperator
         if compact:
             begin = BeginWhenReadySensor(

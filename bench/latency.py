@@ -46,12 +46,12 @@ export_project_path()  # Airflow tasks and Spark's Python workers load tests.har
 DAG = """
 from airflow_trident.dag import trident_dag
 dag = trident_dag("tests.harness.topologies:e2e_word_count", dag_id="bench_latency",
-                  spark_conn_id="spark_local", retries=0, layout="{layout}")
+                  spark_conn_id="spark_local", retries=0, layout="{submit_layout}")
 connect = trident_dag("tests.harness.topologies:e2e_word_count",
                       dag_id="bench_latency_connect", process_mode="connect",
                       spark_connect_conn_id="bench_connect", retries=0, layout="{layout}")
 """
-PHASES = ("wait_ready", "begin", "process", "commit", "success")
+PHASES = ("wait_ready", "begin", "process", "commit", "success", "run")
 NOOP = """
 from pyspark.sql import SparkSession
 spark = SparkSession.builder.appName("noop").getOrCreate()
@@ -77,8 +77,11 @@ def sensor_to_commit(
         for task, a, b in rows
         if a and b
     }
-    first = spans.get("wait_ready", spans["begin"])[0]
-    end = spans["commit"][1]
+    if "run" in spans:  # the express layout: the batch is one task
+        first, end = spans["run"]
+    else:
+        first = spans.get("wait_ready", spans["begin"])[0]
+        end = spans["commit"][1]
     busy = 0.0
     for name, (a, b) in spans.items():
         phases[name].append((b - a).total_seconds())
@@ -112,14 +115,18 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument(
         "--layout",
-        choices=("standard", "compact"),
+        choices=("standard", "compact", "express"),
         default="compact",
-        help="the DAG layout: 5 tasks per batch, or 3 (default; see trident_dag)",
+        help="the DAG layout: 5 tasks per batch, 3 (default) or 1 (see trident_dag; express "
+        "is Connect-only: the submit-mode DAG is then compact)",
     )
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="trident-latency-"))
     (work / "dags").mkdir()
-    (work / "dags" / "bench.py").write_text(DAG.format(layout=args.layout))
+    submit_layout = "compact" if args.layout == "express" else args.layout
+    (work / "dags" / "bench.py").write_text(
+        DAG.format(layout=args.layout, submit_layout=submit_layout)
+    )
     (work / "noop.py").write_text(NOOP)
     host, _, port = os.environ.get("TRIDENT_ZK_HOSTS", "127.0.0.1:2181").partition(":")
     zookeeper = {"conn_type": "trident_zookeeper", "host": host, "port": int(port or 2181),

@@ -66,7 +66,7 @@ dag = trident_dag(
     retry_delay=timedelta(seconds=1),
 )
 """
-TASKS = ("wait_ready", "begin", "process", "commit", "success")
+TASKS = ("wait_ready", "begin", "process", "commit", "success", "run")
 
 
 @dataclass(frozen=True)
@@ -112,7 +112,8 @@ def breakdown(af: AirflowCluster, phase: Phase, runs: list[RunInfo], span: float
         gaps.append(total - busy)
     mean = {k: statistics.mean(v) for k, v in durations.items()}
     tasks = " ".join(f"{k}={mean[k]:.1f}s" for k in TASKS if k in mean)
-    concurrency = sum(durations["process"]) / span if span else 0.0
+    processing = durations["process"] or durations["run"]  # express: the batch's one task
+    concurrency = sum(processing) / span if span else 0.0
     queued = [
         (r.start_date - r.queued_at).total_seconds() for r in runs if r.start_date and r.queued_at
     ]
@@ -179,9 +180,9 @@ def main() -> int:
     )
     parser.add_argument(
         "--layout",
-        choices=("standard", "compact"),
+        choices=("standard", "compact", "express"),
         default="compact",
-        help="the DAG layout: 5 tasks per batch, or 3 (default; see trident_dag)",
+        help="the DAG layout: 5 tasks per batch, 3 (default) or 1 (see trident_dag)",
     )
     args = parser.parse_args()
     pg_url = os.environ.get("TRIDENT_PG_URL")

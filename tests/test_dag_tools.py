@@ -1,11 +1,12 @@
-"""Every tool that takes a DAG id finds the DAG's Trident tasks in both layouts of
-``trident_dag(..., layout="standard"|"compact")``: the CLI's ``status``, ``backfill``, ``drpc``
-and ``rebuild`` (run as a user runs them, in a child process of an isolated Airflow home whose
-DAGs were serialized), the status view's app (the DAG's Trident tab) and the DRPC HTTP endpoint
-(the plugin's app behind Airflow's real authentication, in this process, parsing the DAGs
-folder).
+"""Every tool that takes a DAG id finds the DAG's Trident tasks in every layout of
+``trident_dag(..., layout="standard"|"compact"|"express")``: the CLI's ``status``,
+``backfill``, ``drpc`` and ``rebuild`` (run as a user runs them, in a child process of an
+isolated Airflow home whose DAGs were serialized), the status view's app (the DAG's Trident
+tab) and the DRPC HTTP endpoint (the plugin's app behind Airflow's real authentication, in this
+process, parsing the DAGs folder).
 
-Each layout's DAG has a topology of its own (:func:`tools_standard`, :func:`tools_compact`),
+Each layout's DAG has a topology of its own (:func:`tools_standard`, :func:`tools_compact`,
+:func:`tools_express`; the express DAG processes on Spark Connect, which no tool needs),
 with three batches committed into PostgreSQL through ZooKeeper, as the DAG's tasks commit them.
 """
 
@@ -40,7 +41,7 @@ from tests.harness.status import STATE_CONN_ID, ZOOKEEPER_CONN_ID, run_batches, 
 
 pytestmark = pytest.mark.integration
 
-LAYOUTS = ("standard", "compact")
+LAYOUTS = ("standard", "compact", "express")
 NAME_ENV = "TRIDENT_TOOLS_TOPOLOGY"
 LETTERS_ENV = "TRIDENT_TOOLS_LETTERS"
 DATA = {"p0": [("the cow jumped",), ("over the moon",)] * 4,
@@ -90,6 +91,11 @@ def tools_compact() -> TridentTopology:
     return _topology("compact")
 
 
+def tools_express() -> TridentTopology:
+    """The express layout DAG's topology (by reference)."""
+    return _topology("express")
+
+
 DAG_FILE = f"""
 from airflow_trident.dag import trident_dag
 
@@ -101,6 +107,7 @@ for layout in {LAYOUTS!r}:
         zookeeper_conn_id={ZOOKEEPER_CONN_ID!r},
         state_conn_id={STATE_CONN_ID!r},
         layout=layout,
+        **({{"process_mode": "connect"}} if layout == "express" else {{}}),
     )
 """
 

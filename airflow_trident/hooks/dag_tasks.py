@@ -3,8 +3,9 @@
 A DAG made by :func:`~airflow_trident.dag.trident_dag` (or holding a
 :func:`~airflow_trident.dag.trident_batch`) says, in its begin task, which topology it runs
 (``module:attribute``), its ZooKeeper and state connections and its staging root. The begin task
-is a ``BeginBatchOperator`` in the ``"standard"`` layout and a ``BeginWhenReadySensor`` in the
-``"compact"`` one; :func:`dag_topology` finds either, from the serialized DAG in the metadata
+is a ``BeginBatchOperator`` in the ``"standard"`` layout, a ``BeginWhenReadySensor`` in the
+``"compact"`` one and the whole batch's ``ExpressBatchOperator`` in the ``"express"`` one;
+:func:`dag_topology` finds any of them, from the serialized DAG in the metadata
 database (the api-server needs no DAG files: those arguments are template fields, which the
 serialized DAG keeps), else by parsing the DAG's file. The CLI's ``status``, ``backfill``,
 ``drpc`` and ``rebuild``, the status view and the DRPC endpoint all read a DAG through it.
@@ -34,7 +35,11 @@ __all__ = ["BEGIN_TASK_TYPES", "DagTopology", "dag_topology", "is_begin_task", "
 
 log = logging.getLogger(__name__)
 
-BEGIN_TASK_TYPES = {"BeginBatchOperator": "standard", "BeginWhenReadySensor": "compact"}
+BEGIN_TASK_TYPES = {
+    "BeginBatchOperator": "standard",
+    "BeginWhenReadySensor": "compact",
+    "ExpressBatchOperator": "express",
+}
 """The begin task's class in each layout of ``trident_dag``: it carries the batch's arguments."""
 
 
@@ -65,14 +70,16 @@ class DagTopology:
     staging_root: str | None
     """``None`` when it is templated (known only in a task)."""
     layout: str = "standard"
-    """``"standard"`` or ``"compact"`` (which begin task the DAG has)."""
+    """``"standard"``, ``"compact"`` or ``"express"`` (which begin task the DAG has)."""
     begin_task_id: str = "batch.begin"
 
     @classmethod
     def of_task(cls, dag_id: str, task: Any) -> DagTopology:
         """From a begin task (parsed or serialized) of DAG ``dag_id``."""
         staging = str(task.staging_root) if task.staging_root else None
-        layouts = [BEGIN_TASK_TYPES[name] for name in _task_types(task) if name in BEGIN_TASK_TYPES]
+        # the most derived type's layout first (an express task is a compact begin's subclass)
+        names = [getattr(task, "task_type", None), *(c.__name__ for c in type(task).__mro__)]
+        layouts = [BEGIN_TASK_TYPES[name] for name in names if name in BEGIN_TASK_TYPES]
         return cls(
             dag_id=dag_id,
             topology=str(task.topology),

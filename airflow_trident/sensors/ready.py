@@ -222,10 +222,16 @@ class BatchReadySensor(TridentTask, BaseSensorOperator):
         context["ti"].xcom_push(key="blocked_by", value=blocked)
         return blocked
 
+    def _batch_task_ids(self) -> list[str]:
+        """The batch's tasks whose failure blocks later runs, in step order (the last one
+        succeeded: the batch committed). The standard and compact layouts' begin, process and
+        commit; the express layout's one task overrides it."""
+        return [self._sibling(name) for name in ("begin", "process", "commit")]
+
     def _find_blocking_run(self, context: Any) -> tuple[str, str, str, str] | None:
         """The nearest earlier run (by logical date) with a failed begin, process or commit."""
         ti = context["ti"]
-        tasks = [self._sibling(name) for name in ("begin", "process", "commit")]
+        tasks = self._batch_task_ids()
         date = context["dag_run"].logical_date
         for _ in range(LOOKBACK_RUNS):
             if date is None:  # manual runs have no order by date: nothing waits on them

@@ -25,6 +25,7 @@ from airflow_trident.errors import StateStoreUnavailableError
 from airflow_trident.operation import Count, Split
 from airflow_trident.spout.memory import MemoryTransactionalSpout
 from airflow_trident.state.sql import sql_state
+from airflow_trident.testing.faults import FailOnce
 from airflow_trident.topology import TridentTopology
 from tests.harness.topologies import E2E_DATA
 
@@ -63,17 +64,19 @@ class FailOncePartition1:
 
 def commit_fault_word_count() -> TridentTopology:
     """Sentences -> split -> count per word in transactional SQL state (partition 1's commit
-    fails once while :func:`commit_fault_marker` exists)."""
+    fails once while :func:`commit_fault_marker` exists; the processing fails once with
+    ``TRIDENT_FAIL_ONCE_MARKER``, as :func:`~tests.harness.topologies.e2e_word_count`'s)."""
     name = os.environ.get("TRIDENT_TEST_TOPOLOGY", "commit_fault_word_count")
     topology = TridentTopology(name)
     factory = sql_state(None, name, "transactional", key_fields=("word",), value_type="bigint")
+    words = topology.new_stream(
+        "sentences", MemoryTransactionalSpout(E2E_DATA, ["sentence"], take_per_batch=2)
+    ).each(["sentence"], Split(), ["word"])
+    marker = os.environ.get("TRIDENT_FAIL_ONCE_MARKER", "")
+    if marker:  # the processing fails once too, as e2e_word_count's does
+        words = words.each(["word"], FailOnce(marker), ["checked"]).project(["word"])
     (
-        topology.new_stream(
-            "sentences", MemoryTransactionalSpout(E2E_DATA, ["sentence"], take_per_batch=2)
-        )
-        .each(["sentence"], Split(), ["word"])
-        .group_by(["word"])
-        .persistent_aggregate(
+        words.group_by(["word"]).persistent_aggregate(
             FailOncePartition1(factory, str(commit_fault_marker(name))),
             Count(),
             ["count"],
