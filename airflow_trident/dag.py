@@ -40,7 +40,7 @@ from airflow_trident.errors import ConfigurationError
 from airflow_trident.hooks import config
 from airflow_trident.hooks.arguments import check_dag_arguments
 from airflow_trident.hooks.commit import COMMIT_MODES
-from airflow_trident.operators.assets import commits_alias
+from airflow_trident.operators.assets import commits_alias, data_asset
 from airflow_trident.operators.batch import (
     BatchSuccessOperator,
     BeginBatchOperator,
@@ -54,10 +54,19 @@ from airflow_trident.sensors.begin import BeginWhenReadySensor
 from airflow_trident.sensors.express import ExpressBatchOperator
 from airflow_trident.sensors.ready import BatchReadySensor
 
-__all__ = ["LAYOUTS", "PROCESS_MODES", "default_staging_root", "trident_batch", "trident_dag"]
+__all__ = [
+    "LAYOUTS",
+    "ON_DATA",
+    "PROCESS_MODES",
+    "default_staging_root",
+    "trident_batch",
+    "trident_dag",
+]
 
 PROCESS_MODES = ("submit", "connect")
 LAYOUTS = ("standard", "compact", "express")
+ON_DATA = "on_data"
+"""``trident_dag(..., schedule=ON_DATA)``: a run starts when data for a new batch lands."""
 
 _DOCS = {
     "wait_ready": "Waits until every spout's coordinator says the next batch may start.",
@@ -295,6 +304,10 @@ def trident_dag(
 ) -> DAG:
     """A DAG whose every run is one batch (one txid) of ``topology`` (``module:attribute``).
 
+    ``schedule="on_data"`` starts a run when the spouts have data for a new batch (Airflow's
+    event-driven scheduling: the asset :func:`~airflow_trident.operators.assets.data_asset`,
+    watched by a :class:`~airflow_trident.triggers.data.NewDataTrigger` in the triggerer)
+    instead of on a timetable; the run's readiness step and its rules are unchanged.
     ``max_active_batches`` is Trident's max spout pending: that many runs process at once,
     while commits stay strictly ordered. ``retries`` and ``retry_delay`` (default 2 and 30 s,
     unless ``default_args`` sets them) go to every task through ``default_args``. ``doc_md``
@@ -321,6 +334,10 @@ def trident_dag(
     ...                   tags=["etl"], params={"note": "x"}, default_args={"owner": "data"})
     >>> dag.tags == {"etl"}, dag.params["note"], dag.get_task("batch.commit").owner
     (True, 'x', 'data')
+    >>> on_data = trident_dag("airflow_trident.examples.topologies:word_count",
+    ...                       dag_id="wc_on_data", schedule="on_data")
+    >>> [asset.uri for asset in on_data.timetable.asset_condition.objects]
+    ['trident://word_count/new-data']
     >>> trident_dag("airflow_trident.examples.topologies:word_count", max_active_runs=4)
     Traceback (most recent call last):
     ...
@@ -332,6 +349,10 @@ def trident_dag(
         msg = f"max_active_batches must be >= 1, got {max_active_batches}"
         raise ConfigurationError(msg)
     batch, dag_kwargs = _split_arguments(kwargs)
+    if isinstance(schedule, str) and schedule == ON_DATA:
+        # event-driven start: a run when the spouts have new data (airflow_trident.triggers.data)
+        zookeeper = batch.get("zookeeper_conn_id", "trident_zookeeper_default")
+        schedule = [data_asset(name, topology, zookeeper_conn_id=zookeeper)]
     task_defaults: dict[str, Any] = {
         "retries": 2, "retry_delay": timedelta(seconds=30), **(default_args or {}),
     }  # fmt: skip

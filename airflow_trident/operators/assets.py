@@ -25,15 +25,43 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from airflow.sdk import Asset, AssetAlias
+from airflow.sdk import Asset, AssetAlias, AssetWatcher
 
-__all__ = ["add_commit_event", "commits_alias", "committed_asset"]
+from airflow_trident.triggers.data import NewDataTrigger
+
+__all__ = ["add_commit_event", "commits_alias", "committed_asset", "data_asset"]
 
 
 def committed_asset(topology: str) -> Asset:
     """The asset of ``topology``'s committed state (``trident://<topology>``): one event per
     committed txid."""
     return Asset(name=f"trident_{topology}", uri=f"trident://{topology}")
+
+
+def data_asset(
+    topology: str,
+    reference: str,
+    *,
+    zookeeper_conn_id: str = "trident_zookeeper_default",
+    poll_interval: float = 0.5,
+) -> Asset:
+    """The asset of ``topology``'s new data (``trident://<topology>/new-data``), watched by a
+    :class:`~airflow_trident.triggers.data.NewDataTrigger` of the topology ``reference``
+    (``module:attribute``): a DAG scheduled on it starts a run when data for a new batch lands
+    (``trident_dag(..., schedule="on_data")``).
+
+    >>> asset = data_asset("word_count", "airflow_trident.examples.topologies:word_count")
+    >>> asset.uri, asset.watchers[0].name, type(asset.watchers[0].trigger).__name__
+    ('trident://word_count/new-data', 'trident_word_count_new_data', 'NewDataTrigger')
+    """
+    trigger = NewDataTrigger(
+        topology=reference, zookeeper_conn_id=zookeeper_conn_id, poll_interval=poll_interval
+    )
+    return Asset(
+        name=f"trident_{topology}_new_data",
+        uri=f"trident://{topology}/new-data",
+        watchers=[AssetWatcher(name=f"trident_{topology}_new_data", trigger=trigger)],
+    )
 
 
 def commits_alias(topology: str) -> AssetAlias:

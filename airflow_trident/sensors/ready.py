@@ -233,8 +233,11 @@ class BatchReadySensor(TridentTask, BaseSensorOperator):
         ti = context["ti"]
         tasks = self._batch_task_ids()
         date = context["dag_run"].logical_date
+        if date is None and _run_type(context) == "asset_triggered":
+            # an event-driven run (schedule="on_data") has no order by date: ask ZooKeeper
+            return self._failed_pending_run(ti, tasks)
         for _ in range(LOOKBACK_RUNS):
-            if date is None:  # manual runs have no order by date: nothing waits on them
+            if date is None:
                 return None
             previous = _previous_run(ti.dag_id, date)
             if previous is None:
@@ -250,10 +253,37 @@ class BatchReadySensor(TridentTask, BaseSensorOperator):
             date = previous.logical_date
         return None
 
+    def _failed_pending_run(self, ti: Any, tasks: list[str]) -> tuple[str, str, str, str] | None:
+        """For a run with no logical date (event-driven or manual): the failed run bound to the
+        oldest uncommitted txid, when every run bound to it has ended failed (as the commit's
+        stall check decides, :mod:`airflow_trident.hooks.stalls`)."""
+        from airflow_trident.hooks.stalls import dagrun_states
+
+        with self.trident_hook().readiness(self.topology) as readiness:
+            pending = readiness.store.committed_txid() + 1
+            if readiness.store.current_txid() < pending:
+                return None
+            runs = list(readiness.store.runs_of_txid(pending))
+        states = dagrun_states(ti.dag_id, runs)
+        if not runs or any(state != "failed" for state in states.values()):
+            return None
+        run_id = runs[-1]
+        task_states = ti.get_task_states(dag_id=ti.dag_id, task_ids=tasks, run_ids=[run_id])
+        found = task_states.get(run_id, {})
+        for task in tasks:
+            if found.get(task) in BLOCKING_STATES:
+                return run_id, task, str(found[task]), ""
+        return None
+
     def _txid_of(self, run_id: str) -> int | None:
         with self.trident_hook().readiness(self.topology) as readiness:
             txid: int | None = readiness.store.txid_for_run(run_id)
             return txid
+
+
+def _run_type(context: Any) -> str:
+    run_type = getattr(context.get("dag_run"), "run_type", None)
+    return str(getattr(run_type, "value", run_type))
 
 
 def _run(context: Any) -> str:
