@@ -7,6 +7,9 @@ as ``PostgresHook`` does). A source or sink only calls :func:`declare` when it i
 and :func:`database_url` / :func:`storage_options` when it reads or writes. A ``spark-submit``
 job gets the connections its task resolved as one secret in its environment
 (:data:`CONNECTIONS_ENV`, JSON, never on its command line), which :func:`resolved` reads.
+Spark tasks whose executors do not inherit that environment (a cluster, a Spark Connect
+server) get the same JSON inside their task closure (:func:`shipment`, :func:`receive`: the
+state binding carries it, as it carries the state database URL).
 
 Examples
 --------
@@ -39,7 +42,9 @@ __all__ = [
     "declare",
     "declared",
     "install_resolver",
+    "receive",
     "resolved",
+    "shipment",
     "storage_options",
 ]
 
@@ -62,6 +67,7 @@ class ConnectionResolver(Protocol):
 _LOCK = threading.Lock()
 _RESOLVER: ConnectionResolver | None = None
 _DECLARED: set[str] = set()
+_RECEIVED: dict[str, Any] = {}
 
 
 def install_resolver(resolver: ConnectionResolver | None) -> None:
@@ -88,11 +94,34 @@ def declared() -> set[str]:
 
 
 def _shipped() -> dict[str, Any]:
+    with _LOCK:
+        found: dict[str, Any] = dict(_RECEIVED)
     text = os.environ.get(CONNECTIONS_ENV)
-    if not text:
-        return {}
-    found: dict[str, Any] = json.loads(text)
+    if text:
+        found.update(json.loads(text))
     return found
+
+
+def shipment() -> str | None:
+    """The connections this process's sources and sinks declared, resolved, as the JSON a Spark
+    task closure carries to executors (:func:`receive`); ``None`` when none were declared.
+    It holds credentials: never log it. A connection that does not resolve here is left out
+    (where it is used, its own error says why)."""
+    found: dict[str, dict[str, Any]] = {}
+    for conn_id in sorted(declared()):
+        try:
+            found.update(resolved([conn_id]))
+        except ConfigurationError:
+            continue
+    return json.dumps(found) if found else None
+
+
+def receive(text: str | None) -> None:
+    """Make the connections of a :func:`shipment` resolvable in this process (an executor)."""
+    if text:
+        shipped = json.loads(text)
+        with _LOCK:
+            _RECEIVED.update(shipped)
 
 
 def _lookup(conn_id: str, kind: str) -> Any:

@@ -9,7 +9,10 @@ lifecycle and gives every state factory that did not name a database of its own 
 from, or written to, the process environment on the way.
 
 A binding is picklable, so a Spark task closure carries it to executors; it never prints its
-password.
+password. It also carries the connections the topology's sources and sinks declared
+(``delta_state(..., conn_id=...)``), resolved when it is pickled
+(:func:`airflow_trident.connections.shipment`), so an executor that does not inherit the job's
+environment (a cluster, a Spark Connect server) resolves them too.
 
 Examples
 --------
@@ -32,11 +35,13 @@ import logging
 import threading
 from typing import Any, Protocol, runtime_checkable
 
+from airflow_trident import connections
 from airflow_trident.state.base import State
 
 __all__ = ["LocatableStateFactory", "StateBinding"]
 
 log = logging.getLogger(__name__)
+_UNRESOLVED = object()
 
 
 @runtime_checkable
@@ -62,6 +67,7 @@ class StateBinding:
         self.url = url
         self._located: dict[int, tuple[Any, Any]] = {}
         self._lock = threading.Lock()
+        self._shipment: object = _UNRESOLVED
 
     def __repr__(self) -> str:
         if self.url is None:
@@ -72,10 +78,15 @@ class StateBinding:
         return f"StateBinding({shown!r})"
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"url": self.url}
+        with self._lock:  # resolved once per binding (one batch lifecycle)
+            if self._shipment is _UNRESOLVED:
+                self._shipment = connections.shipment()
+            shipment = self._shipment
+        return {"url": self.url, "connections": shipment}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state["url"])  # type: ignore[misc]
+        connections.receive(state.get("connections"))
 
     def factory(self, factory: Any) -> Any:
         """``factory`` located at this run's database (the same object when it cannot be)."""

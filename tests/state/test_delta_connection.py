@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import logging
+import pickle
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +24,7 @@ from airflow_trident.coordination.client import ZkConfig
 from airflow_trident.errors import ConfigurationError
 from airflow_trident.hooks.connections import install
 from airflow_trident.hooks.spark import job_arguments, job_secrets
+from airflow_trident.state.binding import StateBinding
 from airflow_trident.state.delta import delta_state
 
 pytestmark = pytest.mark.integration
@@ -30,15 +33,20 @@ SECRET = "s3cr3t-lake-key"
 
 
 @pytest.fixture
-def lake(monkeypatch: pytest.MonkeyPatch) -> str:
+def lake(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """A connection whose extra carries delta-rs storage options (``timeout`` is harmless on a
     local path; the secret must reach delta-rs and nothing else)."""
     monkeypatch.setenv("AIRFLOW_CONN_LAKE", json.dumps({
         "conn_type": "generic",
         "extra": {"storage_options": {"timeout": "7s", "AWS_SECRET_ACCESS_KEY": SECRET}},
     }))  # fmt: skip
+    # the declarations of this test alone (a job ships every declared connection)
+    saved = connections.declared()
+    connections._DECLARED.clear()
     yield "lake"
     connections.install_resolver(None)
+    connections._DECLARED.clear()
+    connections._DECLARED.update(saved)
 
 
 def _spy(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any] | None]:
@@ -111,3 +119,29 @@ def test_a_spark_job_resolves_delta_options_from_its_secret(lake: str, tmp_path:
     # Then it read the options from the inherited secret (no AIRFLOW_CONN_LAKE there)
     assert done.stdout.strip() == "7s", done.stderr[-2000:]
     assert SECRET not in done.stdout + done.stderr
+
+
+def test_an_executor_without_the_job_environment_resolves_from_the_binding(
+    lake: str, tmp_path: Path
+) -> None:
+    # Given a task whose topology declared the Delta connection, and the run's state binding
+    # pickled into a Spark task closure (as the Spark commit and Spark Connect ship it)
+    install()
+    delta_state(str(tmp_path / "events"), "lake_topology.events", conn_id=lake)
+    closure = pickle.dumps(StateBinding("sqlite://"))
+    # When an executor with neither Airflow's resolver nor TRIDENT_CONNECTIONS (a cluster node,
+    # a Spark Connect server) unpickles it and commits
+    code = (
+        "import pickle, sys\n"
+        "from airflow_trident.state.delta import delta_state\n"
+        "binding = pickle.loads(sys.stdin.buffer.read())\n"
+        f"f = delta_state({str(tmp_path / 'events')!r}, 'lake_topology.events', conn_id='lake')\n"
+        "s = binding.make_state(f); s.begin_commit(1); s.write([{'n': 1}]); s.commit(1)\n"
+        "print(f.resolved_options()['timeout'], repr(binding))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], env={"PATH": "/usr/bin:/bin"},
+                          input=closure, capture_output=True, check=False)  # fmt: skip
+    out, err = done.stdout.decode(), done.stderr.decode()
+    # Then it read the options the closure carried; nothing printed them
+    assert out.strip() == "7s StateBinding('sqlite://')", err[-2000:]
+    assert SECRET not in out + err
