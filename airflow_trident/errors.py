@@ -170,6 +170,20 @@ class DRPCCommitInProgressError(DRPCError, ConnectionError):
 #    Airflow task): the error arrives as the same TridentError subclass, with its message
 
 
+FAILURE_TAG = "trident-batch-failed"
+"""The marker around an error's text that survives Spark's (and JDBC's) exception wrapping."""
+
+
+def failure_text(exc: TridentError) -> str:
+    """``exc`` wrapped in the :data:`FAILURE_TAG` marker; the Spark runtime raises the same
+    error on the driver when a task fails with it (e.g. a database read that fails with it).
+
+    >>> failure_text(SpoutEmitError("gone"))
+    '<trident-batch-failed type=SpoutEmitError>gone</trident-batch-failed>'
+    """
+    return f"<{FAILURE_TAG} type={type(exc).__name__}>{exc}</{FAILURE_TAG}>"
+
+
 def encode_error(exc: BaseException, *, limit: int = 4000) -> dict[str, str]:
     """``exc`` as JSON-ready ``{"type", "message"}``; an error not ours keeps its class name in
     the message.

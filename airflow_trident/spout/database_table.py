@@ -17,9 +17,18 @@ Debian's ``libpostgresql-jdbc-java``, ``/usr/share/java/postgresql.jar``), split
 ``spark_partitions`` Spark partitions of ``order_column``. SQLite ranges are read on the driver.
 
 The column must only grow: a row committed later with a value at or below a partition's
-high-water mark is never read (use an id assigned at commit, or read with a lag). A replay
-whose range no longer holds the rows counted at first emit (rows deleted or inserted below the
-mark) fails with :class:`~airflow_trident.errors.SpoutEmitError` naming the range.
+high-water mark is never read (use an id assigned at commit, or read with a lag).
+
+Rows that change before their batch commits: each range's metadata also holds the *digest* of
+the rows the batch read (the sum of a per-row hash: ``md5`` of the row's text computed by
+PostgreSQL, for the in-process read and inside every JDBC read on Spark alike; on SQLite, of the
+row's Python ``repr``). Every later read of the range checks its count and digest: a replay
+whose rows were updated, deleted or inserted below the mark since the batch first read them
+fails with :class:`~airflow_trident.errors.SpoutEmitError` naming the range, rather than hand
+a transactional state other rows for a txid it may partly hold (an updated row was counted
+twice). To take such changes, read the table as an *opaque* source
+(:meth:`DatabaseTableSpout.as_opaque`, into opaque states): every attempt reads the rows as
+they are, and the opaque state recomputes and reverts the keys of a replayed txid.
 
 Examples
 --------
@@ -34,34 +43,50 @@ Examples
 >>> collector = ListCollector()
 >>> meta = emitter.emit_partition_batch_new(None, collector, "all", None)
 >>> meta, collector.tuples
-({'low': None, 'high': 2, 'count': 2}, [(1, 'a'), (2, 'b')])
+({'low': None, 'high': 2, 'count': 2, 'digest': '...'}, [(1, 'a'), (2, 'b')])
+>>> first = meta
 >>> collector = ListCollector()
 >>> emitter.emit_partition_batch_new(None, collector, "all", meta), collector.tuples
-({'low': 2, 'high': 3, 'count': 1}, [(3, 'c')])
+({'low': 2, 'high': 3, 'count': 1, 'digest': '...'}, [(3, 'c')])
+
+A replay after a row of its range changed fails (the state may hold part of the batch):
+
+>>> with sa.create_engine(url).begin() as conn:
+...     _ = conn.execute(sa.text("UPDATE events SET word = 'B' WHERE id = 2"))
+>>> from airflow_trident.errors import SpoutEmitError
+>>> try:
+...     emitter.emit_partition_batch(None, ListCollector(), "all", first)
+... except SpoutEmitError as exc:
+...     print(str(exc)[:74])
+database table 'events' partition 'all': the rows of range id in (None, 2]
 >>> emitter.emit_partition_batch_new(None, ListCollector(), "all", {"low": 2, "high": 3}) is None
 True
 """
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import sqlalchemy as sa
 
 from airflow_trident.connections import database_url, declare
-from airflow_trident.errors import ConfigurationError, SpoutEmitError
+from airflow_trident.errors import ConfigurationError, SpoutEmitError, failure_text
 from airflow_trident.names import validate_name
 from airflow_trident.spout.base import Collector
 from airflow_trident.spout.ranges import ReadSpec, emit_range
 from airflow_trident.state.base import StateType
 
-__all__ = ["DatabaseTableSpout", "TableRange", "jdbc_url"]
+__all__ = ["DatabaseTableSpout", "OpaqueTableSpout", "TableRange", "jdbc_url"]
 
 JDBC_JAR = "/usr/share/java/postgresql.jar"
 """Debian's PostgreSQL JDBC driver (``libpostgresql-jdbc-java``), for Spark's ``spark.jars``."""
+
+_DIGEST_MOD = 1 << 60
+"""A range's digest is the sum of its rows' 60-bit hashes modulo this."""
 
 _ENGINES: dict[str, sa.Engine] = {}
 _ENGINES_LOCK = threading.Lock()
@@ -107,13 +132,51 @@ class TableRange:
     low: int | None
     high: int
     count: int
+    digest: str | None = None
+    """The rows' digest fixed when the batch first read them (``None``: not known yet, or a
+    batch planned before digests were recorded: only the count is checked)."""
 
-    def _where(self, table: sa.Table) -> list[Any]:
+    def meta(self) -> dict[str, Any]:
+        """The range as batch metadata."""
+        return {"low": self.low, "high": self.high, "count": self.count, "digest": self.digest}
+
+    def _where(self, table: Any) -> list[Any]:
         col = table.c[self.spout.order_column]
         where = [*self.spout.predicate(table, self.partition), col <= self.high]
         if self.low is not None:
             where.append(col > self.low)
         return where
+
+    def _columns(self) -> list[str]:
+        """The columns read: the spout's fields, then ``order_column`` if it is not one."""
+        return list(dict.fromkeys([*self.spout.output_fields, self.spout.order_column]))
+
+    def read(self) -> tuple[list[tuple[Any, ...]], str]:
+        """The range's rows (the spout's fields, in ``order_column`` order) and their digest,
+        in one query through SQLAlchemy (no check).
+
+        Raises
+        ------
+        ConnectionError
+            If the database cannot be reached (the batch is retried).
+        """
+        table = self.spout.table_object()
+        names = self._columns()
+        postgres = self.spout.postgresql
+        hashed = [_pg_row_hash(names).label("trident_row_hash")] if postgres else []
+        query = (
+            sa.select(*(table.c[n] for n in names), *hashed)
+            .where(*self._where(table))
+            .order_by(table.c[self.spout.order_column])
+        )
+        with self.spout.connect() as conn:
+            got = [tuple(r) for r in conn.execute(query)]
+        if postgres:
+            total = sum(int(r[-1]) for r in got)
+        else:
+            total = sum(_py_row_hash(r[: len(names)]) for r in got)
+        width = len(self.spout.output_fields)
+        return [r[:width] for r in got], _digest(total)
 
     def rows(self) -> Iterator[tuple[Any, ...]]:
         """The range's rows, in ``order_column`` order, read through SQLAlchemy.
@@ -121,32 +184,46 @@ class TableRange:
         Raises
         ------
         SpoutEmitError
-            If the range no longer holds :attr:`count` rows (the table changed below the mark).
+            If the range no longer holds the rows the batch first read (:meth:`check`).
         ConnectionError
             If the database cannot be reached (the batch is retried).
         """
-        table = self.spout.table_object()
-        query = (
-            sa.select(*(table.c[f] for f in self.spout.output_fields))
-            .where(*self._where(table))
-            .order_by(table.c[self.spout.order_column])
-        )
-        with self.spout.connect() as conn:
-            rows = [tuple(r) for r in conn.execute(query)]
-        self.check_count(len(rows))
+        rows, digest = self.read()
+        self.check(len(rows), digest)
         yield from rows
 
-    def check_count(self, found: int) -> None:
-        """Raise :class:`SpoutEmitError` unless ``found`` is the count fixed at first emit."""
+    def check(self, found: int, digest: str | None = None) -> None:
+        """Raise :class:`SpoutEmitError` unless ``found`` rows with ``digest`` are what the
+        batch first read (its :attr:`count` and :attr:`digest`)."""
         if found != self.count:
             msg = (
-                f"database table {self.spout.table!r} partition {self.partition!r}: range "
-                f"{self.spout.order_column} in ({self.low}, {self.high}] holds {found} rows, "
-                f"{self.count} when the batch was planned: rows were inserted or deleted below "
-                f"the high-water mark, so the batch cannot be replayed exactly; hint: "
-                f"{self.spout.order_column} must only grow and rows must not be deleted"
+                f"{self.where}: range {self.spout.order_column} in ({self.low}, {self.high}] "
+                f"holds {found} rows, {self.count} when the batch first read it: rows were "
+                f"inserted or deleted below the high-water mark, so the batch cannot be replayed "
+                f"exactly; nothing is committed. {self._hint()}"
             )
             raise SpoutEmitError(msg)
+        if self.digest is not None and digest is not None and digest != self.digest:
+            raise SpoutEmitError(self._changed(f"digest {digest}"))
+
+    def check_count(self, found: int) -> None:
+        """:meth:`check` of the count alone."""
+        self.check(found)
+
+    def _changed(self, now: str) -> str:
+        return (
+            f"{self.where}: the rows of range {self.spout.order_column} in ({self.low}, "
+            f"{self.high}] changed since the batch first read them (digest {self.digest} of "
+            f"{self.count} rows, now {now}): a row was updated or deleted, so the batch cannot "
+            f"be replayed exactly and nothing is committed. {self._hint()}"
+        )
+
+    def _hint(self) -> str:
+        return (
+            f"Hint: rows must not change until their batch committed; restore them, or read "
+            f"the table as an opaque source (spout.as_opaque(), opaque states) to take changes; "
+            f"{self.spout.order_column} must only grow"
+        )
 
     @property
     def where(self) -> str:
@@ -155,16 +232,39 @@ class TableRange:
 
     def jdbc_query(self) -> str:
         """The range as a ``dbtable`` subquery for Spark's JDBC reader (literal values): the
-        spout's fields, and ``order_column`` (the column Spark splits the read by)."""
+        spout's fields, and ``order_column`` (the column Spark splits the read by).
+
+        With a :attr:`digest`, every query Spark sends (one per Spark partition, each in its
+        own snapshot) first checks, once, that the whole range still holds :attr:`count` rows
+        of that digest (an uncorrelated ``WHERE (SELECT ...)``: PostgreSQL's one-time filter);
+        otherwise PostgreSQL fails the read with this range's :class:`SpoutEmitError`, which
+        the Spark runtime raises on the driver. So the rows Spark reads are the batch's."""
         table = self.spout.table_object()
-        names = dict.fromkeys([*self.spout.output_fields, self.spout.order_column])
+        names = self._columns()
         query = sa.select(*(table.c[f] for f in names)).where(*self._where(table))
+        if self.digest is not None:
+            query = query.where(self._still_same(table, names))
         from sqlalchemy.dialects import postgresql
 
         # named paramstyle: a literal SQL string, with no "%" doubled for a driver
         dialect: Any = postgresql.dialect(paramstyle="named")  # type: ignore[no-untyped-call]
         sql = query.compile(dialect=dialect, compile_kwargs={"literal_binds": True})
         return f"({sql}) AS trident_range"
+
+    def _still_same(self, table: sa.Table, names: Sequence[str]) -> Any:
+        """True when the range holds :attr:`count` rows of :attr:`digest`; else a cast that
+        fails the query with this range's error (tagged for the Spark runtime)."""
+        inner = table.alias("trident_check")
+        found = sa.func.count()
+        total = sa.func.coalesce(sa.func.sum(sa.cast(_pg_row_hash(names), sa.Numeric)), 0)
+        digest = total % _DIGEST_MOD
+        head, tail = failure_text(SpoutEmitError("\x00")).split("\x00")
+        now = sa.cast(found, sa.Text) + " rows, digest sum " + sa.cast(digest, sa.Text)
+        before, after = (head + self._changed("\x01") + tail).split("\x01")
+        message = sa.literal(before) + now + sa.literal(after)
+        ok = sa.and_(found == self.count, digest == int(str(self.digest), 16))
+        check = sa.case((ok, sa.true()), else_=sa.cast(message, sa.Boolean))
+        return sa.select(check).select_from(inner).where(*self._where(inner)).scalar_subquery()
 
     def read_spec(self) -> ReadSpec:
         """How Spark reads the range: JDBC (format ``"jdbc"``) in ``spark_partitions`` parallel
@@ -222,24 +322,74 @@ class _Emitter:
         planned = self._spout.plan(partition, low)
         if planned is None:
             return None
-        self._emit(collector, planned)
-        return {"low": planned.low, "high": planned.high, "count": planned.count}
+        return _emit(self._spout, collector, planned, first=True).meta()
 
     def emit_partition_batch(
         self, attempt: Any, collector: Collector, partition: str, partition_meta: Any
     ) -> None:
         meta = partition_meta
-        self._emit(collector, self._spout.range(partition, meta))
-
-    def _emit(self, collector: Collector, source: TableRange) -> None:
-        if self._spout.spark_native:
-            emit_range(collector, source)  # Spark reads it through JDBC, in parallel
-            return
-        for row in source.rows():
-            collector.emit(row)
+        _emit(self._spout, collector, self._spout.range(partition, meta), first=False)
 
     def close(self) -> None:
         return None
+
+
+def _emit(
+    spout: DatabaseTableSpout, collector: Collector, source: TableRange, *, first: bool
+) -> TableRange:
+    """Emit ``source``; return it as the batch's metadata has it. In this process the rows are
+    read now: a first read fixes the count and digest (the rows this attempt emits), a later one
+    is checked against them. On Spark (JDBC) the range's read checks them itself."""
+    if spout.spark_native:
+        emit_range(collector, source)  # Spark reads it through JDBC, in parallel
+        return source
+    rows, digest = source.read()
+    if first:
+        source = replace(source, count=len(rows), digest=digest)
+    else:
+        source.check(len(rows), digest)
+    for row in rows:
+        collector.emit(row)
+    return source
+
+
+class _OpaqueEmitter(_Emitter):
+    def emit_partition_batch(
+        self, attempt: Any, collector: Collector, partition: str, last_partition_meta: Any
+    ) -> Any:
+        low = None if last_partition_meta is None else last_partition_meta.get("high")
+        planned = self._spout.plan(partition, low)
+        if planned is None:  # nothing new: the next batch starts where this one did
+            return {"low": low, "high": low, "count": 0, "digest": None}
+        return _emit(self._spout, collector, planned, first=True).meta()
+
+
+class OpaqueTableSpout:
+    """A :class:`DatabaseTableSpout` read as an *opaque* partitioned spout
+    (:meth:`DatabaseTableSpout.as_opaque`): every attempt of a txid plans its ranges from the
+    last committed batch and reads the rows as they are then, so rows updated or deleted
+    before a replay are taken as they are (an opaque state recomputes the replayed txid's keys
+    from their previous values and reverts those only the failed attempt wrote). Into a
+    transactional state it is refused at build time (not exactly-once)."""
+
+    kind = StateType.OPAQUE
+
+    def __init__(self, spout: DatabaseTableSpout) -> None:
+        self.spout = spout
+
+    def __repr__(self) -> str:
+        return f"{self.spout!r}.as_opaque()"
+
+    @property
+    def output_fields(self) -> tuple[str, ...]:
+        """The spout's fields."""
+        return self.spout.output_fields
+
+    def get_opaque_coordinator(self) -> _Coordinator:
+        return _Coordinator(self.spout)
+
+    def get_opaque_emitter(self) -> _OpaqueEmitter:
+        return _OpaqueEmitter(self.spout)
 
 
 class DatabaseTableSpout:
@@ -374,6 +524,16 @@ class DatabaseTableSpout:
     def get_partitioned_emitter(self) -> _Emitter:
         return _Emitter(self)
 
+    def as_opaque(self) -> OpaqueTableSpout:
+        """This table as an opaque source: replays read the rows as they are (updates and
+        deletes of a failed batch's rows are taken), for opaque states (see the module docs)."""
+        return OpaqueTableSpout(self)
+
+    @property
+    def postgresql(self) -> bool:
+        """Whether the table is in PostgreSQL (its rows' digests are computed there)."""
+        return bool(sa.make_url(self.url).get_backend_name() == "postgresql")
+
     # -- reading ------------------------------------------------------------------------
     def connect(self) -> sa.Connection:
         """A connection; an unreachable database raises ``ConnectionError`` (retryable)."""
@@ -436,10 +596,18 @@ class DatabaseTableSpout:
             high = conn.execute(sa.select(sa.func.max(limited_sub.c.o))).scalar()
             if high is None:
                 return None
-            count = conn.execute(
-                sa.select(sa.func.count()).select_from(table).where(*where, col <= high)
-            ).scalar_one()
-        return TableRange(self, partition, low, int(high), int(count))
+            if not self.spark_native:  # read in this process: the read fixes count and digest
+                count = conn.execute(
+                    sa.select(sa.func.count()).select_from(table).where(*where, col <= high)
+                ).scalar_one()
+                return TableRange(self, partition, low, int(high), int(count))
+            names = dict.fromkeys([*self.output_fields, self.order_column])
+            row_hash = sa.cast(_pg_row_hash(list(names)), sa.Numeric)
+            total = sa.func.coalesce(sa.func.sum(row_hash), 0)
+            count, digest = conn.execute(
+                sa.select(sa.func.count(), total).select_from(table).where(*where, col <= high)
+            ).one()
+        return TableRange(self, partition, low, int(high), int(count), _digest(int(digest)))
 
     def has_rows_after(self, marks: Mapping[str, int | None]) -> bool:
         """Whether some partition has a row with ``order_column`` above its mark (``None``:
@@ -456,7 +624,29 @@ class DatabaseTableSpout:
 
     def range(self, partition: str, meta: Mapping[str, Any]) -> TableRange:
         """The range a batch's metadata fixed for ``partition``."""
-        return TableRange(self, partition, meta["low"], int(meta["high"]), int(meta["count"]))
+        digest = meta.get("digest")
+        return TableRange(
+            self, partition, meta["low"], int(meta["high"]), int(meta["count"]), digest
+        )
+
+
+def _pg_row_hash(names: Sequence[str]) -> Any:
+    """PostgreSQL's 60-bit hash of a row's columns ``names`` (the first 15 hex digits of the
+    ``md5`` of the row's text), as a ``bigint`` expression."""
+    row = ", ".join('"' + n.replace('"', '""') + '"' for n in names)
+    return sa.literal_column(
+        f"('x' || substr(md5(CAST(ROW({row}) AS text)), 1, 15))::bit(60)::bigint"
+    )
+
+
+def _py_row_hash(row: Sequence[Any]) -> int:
+    """A row's 60-bit hash from its Python ``repr`` (SQLite ranges, always read in Python)."""
+    return int(hashlib.md5(repr(tuple(row)).encode()).hexdigest()[:15], 16)
+
+
+def _digest(total: int) -> str:
+    """A range's digest: the sum of its rows' hashes modulo 2**60, in hex."""
+    return f"{total % _DIGEST_MOD:015x}"
 
 
 def _spark_type(column_type: Any) -> str:

@@ -99,9 +99,12 @@ def test_each_partition_advances_its_own_mark_and_a_replay_reads_the_same_rows(
     }
     # And the replay of txid 2 read exactly its first emit, not the rows that arrived since
     assert again == second
-    # And the metadata is the (low, high] range of each partition with its row count
-    state = executor.state
-    assert state.get("p0", 2) == {"low": 2, "high": 4, "count": 2}
+    # And the metadata is the (low, high] range of each partition with its row count and the
+    # digest of the rows read
+    meta = executor.state.get("p0", 2)
+    assert {k: meta[k] for k in ("low", "high", "count")} == {"low": 2, "high": 4, "count": 2}
+    assert isinstance(meta["digest"], str)
+    assert len(meta["digest"]) == 15
 
 
 def test_named_predicates_are_partitions(url: str, events: str) -> None:

@@ -34,6 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark import TaskContext
 
+from airflow_trident import errors
 from airflow_trident.errors import BatchFailedError, FailedException, TridentError, decode_error
 from airflow_trident.graph import EachNode, FilterNode, PersistNode, SpoutNode
 from airflow_trident.planner.plan import ExecutionPlan, Op, Stage
@@ -65,14 +66,14 @@ Step = Callable[[list[Row]], list[Row]]
 
 SENTINEL = "__trident_sentinel__"
 _SOURCE = "__trident_in__"
-_TAG = "trident-batch-failed"
+_TAG = errors.FAILURE_TAG
 _FAILURE = re.compile(rf"<{_TAG} type=(\w+)>(.*?)</{_TAG}>", re.DOTALL)
 _BATCH_ROWS = 65536
 
 
 def failure_text(exc: TridentError) -> str:
     """``exc`` wrapped in a marker that survives Spark's exception wrapping."""
-    return f"<{_TAG} type={type(exc).__name__}>{exc}</{_TAG}>"
+    return errors.failure_text(exc)
 
 
 def batch_failure(exc: BaseException, txid: int) -> TridentError:
