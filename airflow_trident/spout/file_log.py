@@ -105,6 +105,7 @@ class _FileLog:
         dead_letter: str | os.PathLike[str] | None = None,
         rescue: bool = False,
         infer_schema: bool = False,
+        nested: bool = False,
     ) -> None:
         if format not in FORMATS:
             msg = f"file log format {format!r} is not one of {FORMATS}"
@@ -146,6 +147,7 @@ class _FileLog:
         self.declared = types
         self.infer_schema = infer_schema
         self.max_files, self.max_bytes, self.max_records = max_files, max_bytes, max_records
+        self.nested = nested
         self.dead_letter = None if dead_letter is None else os.fspath(dead_letter)
         self._fs: tuple[pafs.FileSystem, str, str] | None = None
         self._progress: Callable[[str, int], Any] | None = None
@@ -186,24 +188,50 @@ class _FileLog:
             raise SpoutUnavailableError(msg) from exc
         return sorted(n for n in names if not _hidden(n))
 
-    def new_files(self, partition: str, after: str) -> list[pafs.FileInfo]:
-        """The partition's landed files whose names sort after ``after``, by name (raises
-        ``OSError`` when the partition cannot be listed).
+    def new_files(self, partition: str, after: str) -> list[tuple[str, int]]:
+        """``(name, bytes)`` of the partition's landed files whose names sort after the mark
+        ``after``, in name order (raises ``OSError`` when the partition cannot be listed).
 
-        Files at or before the mark ``after`` (consumed) cost a name comparison each and no
-        ``stat`` (local filesystems: one ``scandir``; others: one listing)."""
+        A file behind the mark (consumed) costs a name comparison and no ``stat``; with
+        ``nested``, a bucket directory behind the mark's is not even listed (local
+        filesystems; others: one recursive listing)."""
         filesystem, base, _ = self.filesystem()
         directory = f"{base}/{partition}"
+        mark = tuple(after.split("/")) if after else ()
         if isinstance(filesystem, pafs.LocalFileSystem):
-            with os.scandir(directory) as entries:
-                names = sorted(e.name for e in entries if e.name > after and not _hidden(e.name))
+            names = sorted(self._local_after(directory, (), mark))
             if not names:
                 return []
-            infos = filesystem.get_file_info([f"{directory}/{n}" for n in names])
-            return [i for i in infos if i.type == pafs.FileType.File]
-        infos = filesystem.get_file_info(pafs.FileSelector(directory))
-        files = [i for i in infos if i.type == pafs.FileType.File and not _hidden(i.base_name)]
-        return sorted((i for i in files if i.base_name > after), key=lambda i: i.base_name)
+            infos = filesystem.get_file_info([f"{directory}/{'/'.join(n)}" for n in names])
+            return [("/".join(n), i.size) for n, i in zip(names, infos, strict=True)
+                    if i.type == pafs.FileType.File]  # fmt: skip
+        selector = pafs.FileSelector(directory, recursive=self.nested)
+        found = []
+        for info in filesystem.get_file_info(selector):
+            rel = tuple(info.path[len(directory) + 1 :].split("/"))
+            if info.type == pafs.FileType.File and rel > mark and not any(map(_hidden, rel)):
+                found.append((rel, info.size))
+        return [("/".join(rel), size) for rel, size in sorted(found)]
+
+    def _local_after(
+        self, directory: str, prefix: tuple[str, ...], mark: tuple[str, ...]
+    ) -> list[tuple[str, ...]]:
+        """The entries under ``directory`` (``prefix`` relative to the partition) after
+        ``mark``: files, and with ``nested`` the files of the bucket directories not behind
+        the mark's bucket (candidates: the caller keeps the files)."""
+        out: list[tuple[str, ...]] = []
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                if _hidden(entry.name):
+                    continue
+                rel = (*prefix, entry.name)
+                if self.nested and rel < mark[: len(rel)]:
+                    continue  # a bucket (or file) behind the mark's bucket: consumed
+                if self.nested and entry.is_dir():
+                    out.extend(self._local_after(f"{directory}/{entry.name}", rel, mark))
+                elif rel > mark:
+                    out.append(rel)
+        return out
 
     # -- coordinator (both spouts) ---------------------------------------------------------------
 
@@ -243,11 +271,11 @@ class _FileLog:
         added: list[str] = []
         taken: list[dict[str, Any]] = []
         records = size = 0
-        for info in self.new_files(partition, after):
-            if taken and self._full(len(taken), size + info.size, records):
+        for name, nbytes in self.new_files(partition, after):
+            if taken and self._full(len(taken), size + nbytes, records):
                 break
-            path = f"{base}/{partition}/{info.base_name}"
-            entry: dict[str, Any] = {"name": info.base_name}
+            path = f"{base}/{partition}/{name}"
+            entry: dict[str, Any] = {"name": name}
             if known is not None:
                 entry["records"] = _infer(filesystem, path, known, added)
             elif self.dead_letter is not None and self.format != "parquet":
@@ -258,10 +286,10 @@ class _FileLog:
             elif self.max_records is not None or self.format == "parquet":
                 entry["records"] = count_records(filesystem, path, self.format)
             # else: not counted here; the job that reads the file counts its records
-            entry["bytes"] = info.size
+            entry["bytes"] = nbytes
             taken.append(entry)
             records += entry.get("records", 0)
-            size += info.size
+            size += nbytes
             if self._full(len(taken), size, records):
                 break
         meta: dict[str, Any] = {
@@ -339,7 +367,8 @@ class _FileLog:
             assert self.dead_letter is not None
             target = Path(self.dead_letter) / partition
             target.mkdir(parents=True, exist_ok=True)
-            name = f"txid={attempt.txid:012d}-{Path(path).name}.jsonl"
+            relative = path.split(f"/{partition}/", 1)[-1].replace("/", "~")
+            name = f"txid={attempt.txid:012d}-{relative}.jsonl"
             tmp = target / f"_{name}"
             tmp.write_text("".join(json.dumps(x) + "\n" for x in letters), encoding="utf-8")
             tmp.replace(target / name)  # a replay writes the same file again
@@ -422,6 +451,15 @@ class FileLogSpout(_FileLog):
     dead_letter
         A local directory for malformed records (one JSON line each, naming file and line);
         without it a malformed record fails the batch.
+    rescue
+        Add a last field ``_rescued_data``: values that do not fit their field's type and keys
+        that are not fields, as a JSON object text, instead of a malformed record (JSON, CSV).
+    infer_schema
+        Infer the types not declared from the data, recorded per txid in the batch metadata
+        (additive evolution; a replay reads with its txid's schema). JSON lines only.
+    nested
+        Files sit in bucket directories of each partition (``eu/2026-11-25/0001.jsonl``), read
+        in path order; buckets behind the last file read are not listed.
     """
 
     def get_partitioned_coordinator(self) -> FileLogSpout:

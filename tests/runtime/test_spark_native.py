@@ -116,8 +116,9 @@ def test_dead_lettered_records_are_skipped_by_spark_too(spark: Any, tmp_path: Pa
     spout = FileLogSpout(tmp_path / "log", ["s"], dead_letter=tmp_path / "dead")
     # When the batch runs on both runtimes: the same counts without the malformed record
     local, remote, (emitted_local, emitted_remote), _ = both(spark, word_count(spout, "native_dl"))
-    assert remote == local == Counter({("x", 1): 1, ("y", 1): 1, ("1", 1): 1})
-    assert emitted_remote == emitted_local == {"lines": {"a": 2}}
+    # ({"s": 1} too: a number is not a string, on both runtimes)
+    assert remote == local == Counter({("x", 1): 1, ("y", 1): 1})
+    assert emitted_remote == emitted_local == {"lines": {"a": 1}}
 
 
 def test_csv_and_parquet_on_spark_match_in_process(spark: Any, tmp_path: Path) -> None:

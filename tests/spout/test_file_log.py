@@ -179,3 +179,44 @@ def test_csv_and_parquet_files_give_the_same_tuples_as_json(tmp_path: Path) -> N
     # Then both emit the typed tuples
     assert rows["csv"] == rows["parquet"] == {"a": [("a b", 1), ("c", 2)]}
     assert Counter(type(v) for r in rows["csv"]["a"] for v in r) == Counter({str: 2, int: 2})
+
+
+def test_nested_buckets_are_read_in_path_order_and_consumed_buckets_are_not_listed(
+    tmp_path: Path,
+) -> None:
+    # Given nested=True and files in bucket directories of a partition
+    land(tmp_path, "a/2026-01-01", "1.jsonl", sentences("x one"))
+    land(tmp_path, "a/2026-01-01", "2.jsonl", sentences("x two"))
+    land(tmp_path, "a/2026-01-02", "1.jsonl", sentences("x three"))
+    spout = FileLogSpout(tmp_path, ["s"], nested=True, max_files=2)
+    steps = word_count(spout, "fl_nested")
+    # When batches run: files in path order, a bucket at a time within the limits
+    assert steps.run_batch().records_in == 2
+    assert steps.run_batch().records_in == 1
+    assert counts(steps, ["x"]) == {"x": 3}
+    # Then a bucket behind the mark's is not listed (a broken link there does not matter)
+    (tmp_path / "a" / "2026-01-01").rename(tmp_path / ".away")
+    (tmp_path / "a" / "2026-01-01").symlink_to(tmp_path / "gone")
+    assert spout.new_files("a", "2026-01-02/1.jsonl") == []
+    land(tmp_path, "a/2026-01-03", "1.jsonl", sentences("x four"))
+    assert spout.new_files("a", "2026-01-02/1.jsonl") == [("2026-01-03/1.jsonl", 16)]
+    assert steps.run_batch().records_in == 1
+    assert counts(steps, ["x", "four"]) == {"x": 4, "four": 1}
+
+
+def test_typed_fields_are_strict_and_null_gives_no_words(tmp_path: Path) -> None:
+    # Given string values of other JSON types, a null and a missing field
+    rows = [json.dumps({"s": v}) for v in (123, True, ["a"], {"b": 1})]
+    land(tmp_path / "log", "a", "0.jsonl", [*rows, '{"s": null}', "{}", *sentences("ok")])
+    spout = FileLogSpout(tmp_path / "log", ["s"], dead_letter=tmp_path / "dead")
+    steps = word_count(spout, "fl_strict")
+    # When the batch runs: the four are dead letters; null and missing are None (no words)
+    assert steps.run_batch().records_in == 3
+    assert counts(steps, ["ok", "None", "123", "True", "true"]) == {"ok": 1}
+    letters = [json.loads(x) for f in (tmp_path / "dead").glob("a/*") for x in f.open()]
+    assert [x["error"] for x in letters] == [
+        "field 's': 123 is not a string",
+        "field 's': true is not a string",
+        "field 's': [\"a\"] is not a string",
+        "field 's': {\"b\": 1} is not a string",
+    ]
