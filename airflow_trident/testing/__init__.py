@@ -13,6 +13,9 @@
   schedules over the batch lifecycle, checked against a reference after every commit; server
   restart faults take the caller's server handles (``RestartableServer``);
 * :mod:`~airflow_trident.testing.fault_topology` — the schedules' topology, data and reference.
+* :mod:`~airflow_trident.testing.source_chaos` — ``run_source_chaos``: the faults of a database
+  table source (rows updated, deleted or inserted below the mark before a retry, out-of-order
+  ids, rows landing during batches), checked against the rows the committed metadata names.
 
 Memory spouts are in :mod:`airflow_trident.spout.memory`. Nothing here imports ``airflow`` or
 ``pyspark``, nor :mod:`airflow_trident.examples`; the project's own test harness (Airflow,

@@ -395,7 +395,8 @@ class _Chaos:
             self.report.faults["insert_during_batch"] += 1
         txid = int(self.steps.begin(None)["txid"])
         undo: list[Callable[[], None]] = []
-        for attempt in range(1, 12):
+        for attempt in range(1, 31):
+            faulty = faults and attempt <= 5  # then the txid is left to commit
             try:
                 self.process(self.steps, txid)
             except SpoutEmitError as exc:
@@ -406,10 +407,10 @@ class _Chaos:
                     restore()
                 undo = []
                 continue
-            if faults and self._fault():
+            if faulty and self._fault():
                 self.insert(self.rng.randint(1, 2))  # rows landing between process and commit
                 self.report.faults["insert_during_batch"] += 1
-            if faults and self._fault():
+            if faulty and self._fault():
                 if self.rng.random() < 0.6:
                     plan = self.steps.plan(txid)
                     manifest = self.steps.staging.verified_manifest(plan.attempt, plan.metas)
@@ -436,7 +437,7 @@ class _Chaos:
             if faults and self._fault():
                 self.out_of_order()
             return int(summary.get("records_in", 0))
-        self._violation(f"txid {txid} did not commit in 11 attempts")
+        self._violation(f"txid {txid} did not commit in 30 attempts")
         return 0
 
     def run(self) -> SourceChaosReport:
