@@ -170,3 +170,42 @@ def test_connections_stored_in_the_metadata_database_are_found(
     # task unless told it runs beside the metadata database)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.startswith(f"topology {status_home.topology} (DAG {DAG_ID}): committed")
+
+
+def test_a_committed_txid_names_the_run_that_committed_it_and_its_replay(
+    tmp_path: Path, zk_hosts: str, pg_url: str
+) -> None:
+    """A replay of a committed txid binds a later run: the row still names the committing run
+    (from the ledger), the replay is shown as a replay, and the batch keeps its process time."""
+    from airflow_trident.batch.status import StatusCollector
+    from airflow_trident.plugins.status_page import render_page
+
+    zk = ZkConfig(hosts=zk_hosts, root="/trident_test_status", timeout=5.0)
+    topology = f"status_replay_{uuid.uuid4().hex[:10]}"
+    env = status_env(dag_id=DAG_ID, topology=topology, zk=zk, state_url=pg_url,
+                     staging_root=str(tmp_path / "staging"))  # fmt: skip
+    engine = sa.create_engine(pg_url)
+    try:
+        with topology_steps(env, zk, pg_url) as steps:
+            run_batches(steps, committed=2)
+            steps.begin("manual__replay_of_1", 1)  # a replay asked for by dag_run.conf
+            assert steps.commit(1)["applied"] is False
+            status = StatusCollector(steps.store, ledger=CommitLedger(engine),
+                                     topology=steps.topology, staging=steps.staging).collect()
+            steps.store.delete_all()
+        first = status.commits[0]
+        assert (first.txid, first.run_id, first.replay_run_id) == (
+            1, "run_1", "manual__replay_of_1")
+        assert (status.commits[1].run_id, status.commits[1].replay_run_id) == ("run_2", None)
+        assert "run run_1  replayed by manual__replay_of_1" in status.format_text()
+        page = render_page(status)
+        assert 'data-field="run_id">run_1<' in page
+        assert "replayed by manual__replay_of_1" in page
+        rows = CommitLedger(engine).recent(topology, 10)
+        assert [r["run_id"] for r in rows] == ["run_1", "run_2"]
+    finally:
+        with engine.begin() as conn:
+            conn.execute(sa.text(f'DROP TABLE IF EXISTS "{topology}"'))
+            conn.execute(sa.text("DELETE FROM trident_commit_ledger WHERE topology = :t"),
+                         {"t": topology})  # fmt: skip
+        engine.dispose()

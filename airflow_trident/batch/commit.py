@@ -175,6 +175,9 @@ class CommitSteps(ProcessSteps):
                 for name, entry in manifest["states"].items()
             },
             "metas": dict(plan.metas),
+            # the run that commits it: the run bound to the txid most recently (a replay binds
+            # later, and a committed txid's replay commits nothing)
+            "run_id": plan.run_id or next(iter(self.store.runs_of_txid(txid)[-1:]), None),
         }
         archive = self.archived_batch(plan)
         summary["partitions"] = {

@@ -38,6 +38,7 @@ _ledger = sa.Table(
     sa.Column("keys_written", sa.Text, nullable=False),
     sa.Column("emitted", sa.Text, nullable=False),
     sa.Column("batch_meta", sa.Text, nullable=True),
+    sa.Column("run_id", sa.String(250), nullable=True),
 )
 
 
@@ -68,9 +69,12 @@ class CommitLedger:
                 for table in (_ledger, _rebuilds):
                     create_table_if_absent(conn, table)
             columns = {c["name"] for c in sa.inspect(self._engine).get_columns(LEDGER_TABLE)}
-            if "batch_meta" not in columns:  # a ledger from before the batch archive
-                with self._engine.begin() as conn:
-                    conn.execute(sa.text(f"ALTER TABLE {LEDGER_TABLE} ADD COLUMN batch_meta TEXT"))
+            for name, kind in (("batch_meta", "TEXT"), ("run_id", "VARCHAR(250)")):
+                if name not in columns:  # a ledger from before the archive / the run column
+                    with self._engine.begin() as conn:
+                        conn.execute(
+                            sa.text(f"ALTER TABLE {LEDGER_TABLE} ADD COLUMN {name} {kind}")
+                        )
             self._created = True
         return _ledger
 
@@ -87,6 +91,7 @@ class CommitLedger:
             "keys_written": json.dumps(summary["keys_written"], sort_keys=True),
             "emitted": json.dumps(summary["emitted"], sort_keys=True),
             "batch_meta": None if batch_meta is None else json.dumps(batch_meta, sort_keys=True),
+            "run_id": summary.get("run_id"),  # the run that committed the batch
         }
         with self._engine.begin() as conn:
             exists = conn.execute(

@@ -14,8 +14,10 @@ process started at      its last change (when the current attempt started), atte
 processed at            the attempt's staged manifest (its modification time), if staging is known
 commit started at       ZooKeeper: ``coordinator/commits_started/<txid>`` (creation time)
 committed at, records   the commit ledger in the state database (``trident_commit_ledger``)
-run of a txid           ZooKeeper: ``coordinator/txid_runs/<txid>`` (else ``runs/``)
-lag                     each spout's optional ``pending(partition, meta)``
+run of a txid           the ledger row (the run that committed it), else ZooKeeper:
+                        ``coordinator/txid_runs/<txid>`` (else ``runs/``); a later run bound
+                        to a committed txid is its replay (``replay_run_id``)
+lag                     each spout's optional ``lag`` or ``pending(partition, meta)``
                         (:mod:`airflow_trident.spout.lag`) after its newest emitted batch
 ======================  ===================================================================
 
@@ -48,7 +50,7 @@ from airflow_trident.coordination.store import CoordinatorStore
 from airflow_trident.graph import spout_shape
 from airflow_trident.names import decode_segment
 from airflow_trident.runtime.staging import MANIFEST, StagingArea
-from airflow_trident.spout.lag import pending_after
+from airflow_trident.spout.lag import lag_after, reports_lag
 from airflow_trident.topology import TridentTopology
 
 __all__ = ["PHASES", "BatchStatus", "PartitionLag", "StatusCollector", "TopologyStatus"]
@@ -249,10 +251,14 @@ class StatusCollector:
             ):
                 times[key] = None  # a replay after the commit, not this batch's step
         keys = json.loads(row["keys_written"]) if row.get("keys_written") else {}
+        # the ledger names the run that committed the batch; the newest run bound to the txid,
+        # if another, is a replay of it (which commits nothing)
+        committer = row.get("run_id") or run_id
         return BatchStatus(
             txid,
             "committed",
-            run_id=run_id,
+            run_id=committer,
+            replay_run_id=run_id if run_id is not None and run_id != committer else None,
             since=committed_at,
             committed_at=committed_at,
             records_in=int(row["records_in"]),
@@ -274,7 +280,7 @@ class StatusCollector:
         found: list[PartitionLag] = []
         for name, node_id in self.topology.spouts.items():
             spout = getattr(self.topology.nodes[node_id], "spout", None)
-            if not callable(getattr(spout, "pending", None)):
+            if not reports_lag(spout):
                 continue
             shape = spout_shape(spout)
             if shape in ("partitioned", "opaque"):
@@ -286,8 +292,11 @@ class StatusCollector:
                 newest = {"0": (txid, self.store.get_meta(name, txid))} if txid else {"0": None}
             for partition, entry in sorted(newest.items()):
                 as_of, meta = entry if entry is not None else (None, None)
-                found.append(PartitionLag(name, partition, as_of, pending_after(
-                    spout, partition, meta)))  # fmt: skip
+                lag = lag_after(spout, partition, meta)
+                found.append(PartitionLag(
+                    name, partition, as_of, None if lag is None else lag.count,
+                    "tuples" if lag is None else lag.unit, None if lag is None else lag.detail,
+                ))  # fmt: skip
         return tuple(found)
 
     def _partition_metas(

@@ -21,7 +21,7 @@ in flight:
 last commits (newest first):
   txid 1  attempt 1  records in 10  keys written word_counts=12  process -  commit -
           committed 2026-11-23 22:00:00 UTC
-lag (tuples not yet emitted):
+lag (not yet emitted):
   sentences/p0: 490 after txid 2
 >>> status.to_dict()["in_flight"][0]["phase"], status.to_dict()["lag"][0]["pending"]
 ('processing', 490)
@@ -63,6 +63,9 @@ class BatchStatus:
     phase: str
     attempt_id: int | None = None
     run_id: str | None = None
+    """The run of the txid: for a committed one, the run that committed it."""
+    replay_run_id: str | None = None
+    """A later run bound to a committed txid (a replay, which commits nothing)."""
     since: datetime | None = None
     """When the current phase started."""
     begun_at: datetime | None = None
@@ -103,6 +106,17 @@ class PartitionLag:
     partition: str
     as_of_txid: int | None
     pending: int | None
+    unit: str = "tuples"
+    """What ``pending`` counts: tuples, or (a file log) files."""
+    detail: str | None = None
+    """More of the backlog (a file log: its bytes)."""
+
+    def text(self) -> str:
+        """``490``, ``3 files (12,345 bytes)`` or ``unknown``."""
+        if self.pending is None:
+            return "unknown"
+        shown = str(self.pending) if self.unit == "tuples" else f"{self.pending} {self.unit}"
+        return shown + (f" ({self.detail})" if self.detail else "")
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready."""
@@ -174,11 +188,13 @@ class TopologyStatus:
                     f"written {keys or '-'}  process {_duration(b.process_seconds)}  commit "
                     f"{_duration(b.commit_seconds)}"
                 )
-                lines.append(f"          committed {_text(b.committed_at)}")
+                run = f"  run {b.run_id}" if b.run_id else ""
+                replay = f"  replayed by {b.replay_run_id}" if b.replay_run_id else ""
+                lines.append(f"          committed {_text(b.committed_at)}{run}{replay}")
         if self.lag:
-            lines.append("lag (tuples not yet emitted):")
+            lines.append("lag (not yet emitted):")
             for lag in self.lag:
-                pending = "unknown" if lag.pending is None else str(lag.pending)
+                pending = lag.text()
                 after = "before the first batch" if lag.as_of_txid is None else (
                     f"after txid {lag.as_of_txid}")  # fmt: skip
                 lines.append(f"  {lag.spout}/{lag.partition}: {pending} {after}")

@@ -24,7 +24,7 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from html import escape
 
@@ -82,10 +82,67 @@ def _intervals(batch: BatchStatus, now: datetime) -> tuple[_Interval, _Interval,
     return process, wait, commit
 
 
+_GAP_PX = 44  # the width of a compressed idle gap
+
+
+def _span_text(seconds: float) -> str:
+    """``seconds`` as a short span: ``42 s``, ``5 min``, ``3 h 10 min``."""
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds // 3600:.0f} h {seconds % 3600 / 60:.0f} min"
+
+
+def _time_axis(
+    intervals: Sequence[tuple[datetime, datetime]],
+) -> tuple[Callable[[datetime], float], list[tuple[datetime, datetime]]]:
+    """The x of a moment, and the idle gaps drawn compressed.
+
+    Busy spans are where any interval is; a gap between them longer than a tenth of the busy
+    time (and over a second) is idle and gets a fixed width of ``_GAP_PX``, so batches an hour
+    apart do not squeeze each bar to a sliver; the rest shares the width linearly.
+    """
+    ordered = sorted(intervals)
+    busy: list[list[datetime]] = []
+    for start, end in ordered:
+        if busy and start <= busy[-1][1]:
+            busy[-1][1] = max(busy[-1][1], end)
+        else:
+            busy.append([start, end])
+    busy_s = sum((e - s).total_seconds() for s, e in busy)
+    threshold = max(busy_s / 10, 1.0)
+    gaps = [
+        (busy[i][1], busy[i + 1][0])
+        for i in range(len(busy) - 1)
+        if (busy[i + 1][0] - busy[i][1]).total_seconds() > threshold
+    ]
+    first, last = busy[0][0], busy[-1][1]
+    linear_s = (last - first).total_seconds() - sum((e - s).total_seconds() for s, e in gaps)
+    room = _WIDTH - _LEFT - 10 - _GAP_PX * len(gaps)
+    scale = room / max(linear_s, 0.001)
+
+    def x(moment: datetime) -> float:
+        position, cursor = float(_LEFT), first
+        for start, end in gaps:
+            if moment <= start:
+                break
+            position += (start - cursor).total_seconds() * scale
+            if moment < end:  # inside the gap: proportionally within its fixed width
+                share = (moment - start) / (end - start)
+                return position + share * _GAP_PX
+            position += _GAP_PX
+            cursor = end
+        return position + max((moment - cursor).total_seconds(), 0.0) * scale
+
+    return x, gaps
+
+
 def timeline_svg(batches: Sequence[BatchStatus], *, now: datetime) -> str:
     """One row per txid: its process interval (blue), its wait for its commit turn (grey) and
     its commit interval (green), on a shared time axis, so overlapping processing and the strict
-    commit order show at a glance. Intervals still open end at ``now`` (hatched)."""
+    commit order show at a glance. Intervals still open end at ``now`` (hatched). Idle gaps
+    between busy spans are drawn compressed (a dashed band naming the idle time)."""
     spans = [(b, *_intervals(b, now)) for b in batches]
     moments = [m for _, p, w, c in spans for iv in (p, w, c) if iv is not None for m in iv]
     height = _ROW_H * max(1, len(batches)) + 30
@@ -93,11 +150,8 @@ def timeline_svg(batches: Sequence[BatchStatus], *, now: datetime) -> str:
         return (f'<svg class="timeline" width="{_WIDTH}" height="40"><text x="4" y="20">no '
                 f"batch times known yet</text></svg>")  # fmt: skip
     first, last = min(moments), max(moments)
-    total = max((last - first).total_seconds(), 0.001)
-    scale = (_WIDTH - _LEFT - 10) / total
-
-    def x(moment: datetime) -> float:
-        return _LEFT + (moment - first).total_seconds() * scale
+    x, gaps = _time_axis([iv for _, p, w, c in spans for iv in (p, w, c) if iv is not None])
+    total = (last - first).total_seconds()
 
     parts = [
         f'<svg class="timeline" width="{_WIDTH}" height="{height}" '
@@ -127,10 +181,20 @@ def timeline_svg(batches: Sequence[BatchStatus], *, now: datetime) -> str:
                 f"{batch.txid} {kind} {seconds:.2f} s{still}</title></rect>"
             )
         parts.append("</g>")
+    for start, end in gaps:
+        x0, x1 = x(start), x(end)
+        idle = _span_text((end - start).total_seconds())
+        parts.append(
+            f'<g class="gap" data-seconds="{(end - start).total_seconds():.0f}">'
+            f'<rect x="{x0 + 2:.1f}" y="0" width="{max(x1 - x0 - 4, 1):.1f}" '
+            f'height="{height - 22}" fill="#f7fafc" stroke="#a0aec0" stroke-dasharray="3,3"/>'
+            f'<text x="{x0 + 4:.1f}" y="{height - 24}" font-size="9">{idle}</text>'
+            f"<title>idle {idle}, drawn compressed</title></g>"
+        )
     axis_y = height - 8
     parts.append(f'<text x="{_LEFT}" y="{axis_y}">{_when(first)}</text>')
     parts.append(f'<text x="{_WIDTH - 60}" y="{axis_y}">{_when(last)}</text>')
-    parts.append(f'<text x="{_LEFT + 120}" y="{axis_y}">{total:.1f} s</text>')
+    parts.append(f'<text x="{_LEFT + 120}" y="{axis_y}">{_span_text(total)} in all</text>')
     parts.append("</svg>")
     return "".join(parts)
 
@@ -147,6 +211,8 @@ def _row(batch: BatchStatus) -> str:
         ("phase", batch.phase, "text"),
         ("attempt_id", _number(batch.attempt_id), ""),
         ("run_id", batch.run_id or "", "text"),
+        ("replay_run_id", f"replayed by {batch.replay_run_id}" if batch.replay_run_id else "",
+         "text note"),
         ("records_in", _number(batch.records_in), ""),
         ("keys_written", keys or "-", "text"),
         ("process_seconds", _number(batch.process_seconds), ""),
@@ -163,17 +229,17 @@ def render_page(status: TopologyStatus, *, json_href: str = "", refresh_s: int =
     """The whole page of one topology."""
     title = f"Trident · {status.topology}"
     dag = f" · DAG {escape(status.dag_id)}" if status.dag_id else ""
-    heads = ("txid", "phase", "attempt", "run", "records in", "keys written", "process s",
+    heads = ("txid", "phase", "attempt", "run", "replay", "records in", "keys written", "process s",
              "commit s", "since (UTC)")  # fmt: skip
     header = "".join(
-        f'<th class="{"text" if h in ("phase", "run", "keys written") else ""}">{h}</th>'
+        f'<th class="{"text" if h in ("phase", "run", "replay", "keys written") else ""}">{h}</th>'
         for h in heads
     )
     rows = "".join(_row(b) for b in reversed(status.batches))
     lag_rows = "".join(
         f'<tr data-partition="{escape(g.spout)}/{escape(g.partition)}"><td class="text">'
         f"{escape(g.spout)}</td><td class=\"text\">{escape(g.partition)}</td>"
-        f'<td data-field="pending">{_number(g.pending)}</td>'
+        f'<td data-field="pending" data-unit="{escape(g.unit)}">{escape(g.text())}</td>'
         f'<td data-field="as_of_txid">{_number(g.as_of_txid)}</td></tr>'
         for g in status.lag
     )

@@ -385,6 +385,10 @@ class OpaqueTableSpout:
         """The spout's fields."""
         return self.spout.output_fields
 
+    def pending(self, partition: str, partition_meta: Any) -> int:
+        """Rows beyond the batch's mark (:meth:`DatabaseTableSpout.pending`)."""
+        return self.spout.pending(partition, partition_meta)
+
     def get_opaque_coordinator(self) -> _Coordinator:
         return _Coordinator(self.spout)
 
@@ -621,6 +625,19 @@ class DatabaseTableSpout:
         query = sa.select(sa.literal(1)).select_from(table).where(sa.or_(*beyond)).limit(1)
         with self.connect() as conn:
             return conn.execute(query).first() is not None
+
+    def pending(self, partition: str, partition_meta: Any) -> int:
+        """Rows of ``partition`` beyond the high-water mark of its batch ``partition_meta``
+        (every row of it before its first batch): the lag ``airflow-trident status`` shows
+        (:mod:`airflow_trident.spout.lag`); one ``SELECT count(*)``."""
+        table = self.table_object()
+        where = self.predicate(table, partition)
+        high = partition_meta.get("high") if isinstance(partition_meta, Mapping) else None
+        if high is not None:
+            where.append(table.c[self.order_column] > high)
+        with self.connect() as conn:
+            query = sa.select(sa.func.count()).select_from(table).where(*where)
+            return int(conn.execute(query).scalar_one())
 
     def range(self, partition: str, meta: Mapping[str, Any]) -> TableRange:
         """The range a batch's metadata fixed for ``partition``."""

@@ -58,6 +58,7 @@ from airflow_trident.spout.file_records import (
     count_records,
     parse_lines,
 )
+from airflow_trident.spout.lag import Lag
 from airflow_trident.spout.ranges import emit_range
 
 __all__ = ["FileLogSpout", "FileRange", "OpaqueFileLogSpout"]
@@ -252,6 +253,14 @@ class _FileLog:
             except OSError:
                 continue  # unreadable for now: no new data from it
         return False
+
+    def lag(self, partition: str, partition_meta: Any) -> Lag:
+        """The files of ``partition`` landed after its batch ``partition_meta`` (every file
+        before its first batch) and their bytes: the lag ``airflow-trident status`` shows
+        (:mod:`airflow_trident.spout.lag`); one listing, no file is read."""
+        after = partition_meta.get("after", "") if isinstance(partition_meta, dict) else ""
+        files = self.new_files(partition, after)
+        return Lag(len(files), "files", f"{sum(size for _, size in files):,} bytes")
 
     def get_ordered_partitions(self, all_partition_info: Any) -> Sequence[str]:
         return list(all_partition_info["partitions"])

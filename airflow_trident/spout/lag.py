@@ -11,17 +11,48 @@ metadata is the batch's. ``None`` means "cannot tell" (a source without an end o
 ``airflow-trident status`` and the UI view show it per source partition as the lag: what is not
 yet emitted.
 
+A spout that counts its backlog in something other than tuples (a file log: files, and their
+bytes) implements ``lag(partition, partition_meta) -> Lag | None`` instead (or as well: ``lag``
+is asked first).
+
 >>> from airflow_trident.spout.memory import MemoryTransactionalSpout
 >>> spout = MemoryTransactionalSpout({"p0": [("a",), ("b",), ("c",)]}, ["w"], take_per_batch=2)
 >>> pending_after(spout, "p0", {"offset": 0, "count": 2}), pending_after(object(), "p0", {})
 (1, None)
+>>> lag_after(spout, "p0", {"offset": 0, "count": 2})
+Lag(count=1, unit='tuples', detail=None)
+>>> Lag(3, "files", "12,345 bytes").text()
+'3 files (12,345 bytes)'
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["ReportsPending", "pending_after"]
+__all__ = [
+    "Lag",
+    "ReportsLag",
+    "ReportsPending",
+    "lag_after",
+    "pending_after",
+    "reports_lag",
+]
+
+
+@dataclass(frozen=True)
+class Lag:
+    """What a source partition holds after a batch: ``count`` of ``unit`` (and a detail)."""
+
+    count: int
+    unit: str = "tuples"
+    detail: str | None = None
+    """More of the same backlog, for people (``"12,345 bytes"``)."""
+
+    def text(self) -> str:
+        """``3 files (12,345 bytes)``; a count of tuples is the bare number."""
+        shown = str(self.count) if self.unit == "tuples" else f"{self.count} {self.unit}"
+        return shown + (f" ({self.detail})" if self.detail else "")
 
 
 @runtime_checkable
@@ -45,3 +76,28 @@ def pending_after(spout: Any, partition: str, partition_meta: Any) -> int | None
     except Exception:  # a user's spout: any failure means "cannot tell"
         return None
     return None if found is None else max(0, int(found))
+
+
+@runtime_checkable
+class ReportsLag(Protocol):
+    """A spout that tells a partition's backlog in its own unit (see :class:`Lag`)."""
+
+    def lag(self, partition: str, partition_meta: Any) -> Lag | None:
+        """The backlog of ``partition`` after the batch ``partition_meta``; ``None``: unknown."""
+
+
+def reports_lag(spout: Any) -> bool:
+    """Whether ``spout`` can tell its lag at all (``lag`` or ``pending``)."""
+    return isinstance(spout, (ReportsLag, ReportsPending))
+
+
+def lag_after(spout: Any, partition: str, partition_meta: Any) -> Lag | None:
+    """``spout.lag(...)`` if it has it, else :func:`pending_after` as a count of tuples;
+    ``None`` when the spout cannot tell (or fails to: a status report must not fail)."""
+    if isinstance(spout, ReportsLag):
+        try:
+            return spout.lag(partition, partition_meta)
+        except Exception:  # a user's spout: any failure means "cannot tell"
+            return None
+    found = pending_after(spout, partition, partition_meta)
+    return None if found is None else Lag(found)
