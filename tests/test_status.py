@@ -209,3 +209,83 @@ def test_a_committed_txid_names_the_run_that_committed_it_and_its_replay(
             conn.execute(sa.text("DELETE FROM trident_commit_ledger WHERE topology = :t"),
                          {"t": topology})  # fmt: skip
         engine.dispose()
+
+
+@pytest.mark.parametrize("source", ["file_log", "table_sqlite", "table_postgres"])
+def test_lag_of_a_file_log_and_a_table_source_while_records_wait(
+    source: str, tmp_path: Path, zk_hosts: str, pg_url: str
+) -> None:
+    """After one batch, the records that landed since are the lag: files and bytes behind for
+    the file log, rows beyond the mark for the table source (was: no spout tells its lag)."""
+    from airflow_trident.batch.lifecycle import zookeeper_batch_steps
+    from airflow_trident.batch.status import StatusCollector
+    from airflow_trident.operation import Count
+    from airflow_trident.plugins.status_page import render_page
+    from airflow_trident.spout.database_table import DatabaseTableSpout
+    from airflow_trident.spout.file_log import FileLogSpout
+    from airflow_trident.state.sql import sql_state
+    from airflow_trident.topology import TridentTopology
+
+    name = f"status_lag_{uuid.uuid4().hex[:10]}"
+    source_url = pg_url if source == "table_postgres" else f"sqlite:///{tmp_path / 'src.db'}"
+    source_engine = sa.create_engine(source_url)
+    table = f"{name}_src"
+
+    def land(first: int, count: int) -> None:
+        if source == "file_log":
+            (tmp_path / "log" / "p0").mkdir(parents=True, exist_ok=True)
+            lines = "".join(f'{{"word": "w{i}"}}\n' for i in range(first, first + count))
+            (tmp_path / "log" / "p0" / f"{first:06d}.json").write_text(lines)
+            return
+        with source_engine.begin() as conn:
+            conn.execute(sa.text(f'CREATE TABLE IF NOT EXISTS "{table}" (id BIGINT, word TEXT)'))
+            for i in range(first, first + count):
+                conn.execute(sa.text(f'INSERT INTO "{table}" VALUES (:i, :w)'),
+                             {"i": i, "w": f"w{i}"})  # fmt: skip
+
+    land(0, 3)
+    spout = (
+        FileLogSpout(tmp_path / "log", ["word"], max_files=1)
+        if source == "file_log"
+        else DatabaseTableSpout(source_url, table, ["word"], order_column="id",
+                                max_rows_per_batch=3)
+    )
+    topology = TridentTopology(name)
+    topology.new_stream("words", spout).group_by(["word"]).persistent_aggregate(
+        sql_state(None, name, "transactional", key_fields=("word",), value_type="bigint"),
+        Count(), ["count"], name="counts",
+    )  # fmt: skip
+    zk = ZkConfig(hosts=zk_hosts, root="/trident_test_status", timeout=5.0)
+    client = connect(zk)
+    engine = sa.create_engine(pg_url)
+    try:
+        steps = zookeeper_batch_steps(topology, client, root=zk.root,
+                                      staging_root=str(tmp_path / "staging"), state_url=pg_url)
+        steps.run_batch("run_1")
+        land(3, 5)  # 80 records would wait the same way: these 5 wait
+        land(8, 2)
+        status = StatusCollector(steps.store, ledger=CommitLedger(engine), topology=topology,
+                                 staging=steps.staging).collect()
+        steps.store.delete_all()
+    finally:
+        client.stop()
+        client.close()
+        with engine.begin() as conn:
+            conn.execute(sa.text(f'DROP TABLE IF EXISTS "{name}"'))
+            conn.execute(sa.text("DELETE FROM trident_commit_ledger WHERE topology = :t"),
+                         {"t": name})  # fmt: skip
+        with source_engine.begin() as conn:
+            conn.execute(sa.text(f'DROP TABLE IF EXISTS "{table}"'))
+        engine.dispose()
+        source_engine.dispose()
+    partitions = [(g.partition, g.as_of_txid, g.pending, g.unit) for g in status.lag]
+    if source == "file_log":
+        size = sum(f.stat().st_size for f in (tmp_path / "log" / "p0").iterdir()) - len(
+            "".join(f'{{"word": "w{i}"}}\n' for i in range(3)))
+        assert partitions == [("p0", 1, 2, "files")]
+        assert status.lag[0].detail == f"{size:,} bytes"
+        assert f"words/p0: 2 files ({size:,} bytes) after txid 1" in status.format_text()
+    else:
+        assert partitions == [("all", 1, 7, "tuples")]
+        assert "words/all: 7 after txid 1" in status.format_text()
+    assert "no spout of this topology tells its lag" not in render_page(status)
