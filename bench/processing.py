@@ -2,12 +2,13 @@
 
 Usage::
 
-    .venv/bin/python bench/processing.py [--sentences 500000] [--runs 5] [--master local[2]]
+    flock /tmp/heavy.lock .venv/bin/python bench/processing.py [--sentences 500000] [--runs 7]
 
 Input: ``--sentences`` sentences of 10 words (5,000,000 words by default) from a fixed
 vocabulary of 1,000 mixed-case words, emitted as row tuples in 4 source partitions (what a spout
 hands the process step). Both sides start from these rows, build the DataFrame through Arrow,
-and write the result as Parquet to a temporary directory, in the same SparkSession.
+and write the result as Parquet to a temporary directory, in the same SparkSession (ours
+uncompressed, as the process step stages it; hand-written with Spark's default, snappy).
 
 * *builtin*: ours is ``SparkBatchProcessor.process`` of ``Split -> group_by(word) ->
   persistent_aggregate(Count)`` and a Parquet write of the staged DataFrame; hand-written is
@@ -16,14 +17,18 @@ and write the result as Parquet to a temporary directory, in the same SparkSessi
   a pandas UDF applies the same per-word Python (``[w.lower() for w in s]``). A vectorised
   ``s.str.lower()`` UDF is timed too, for information only (no per-word Python at all).
 
-Every case is warmed up once, then ours and hand-written alternate ``--runs`` times; medians
-are compared. Printed: seconds and words/s per side, then ``ratio_builtin=``,
-``ratio_python_function=`` (ours/hand-written throughput) and, last, ``ratio=`` (the lower).
+Every case is warmed up once, then ours and hand-written alternate for ``--runs`` rounds (each
+goes first in every other round; a full garbage collection before each round, and the input
+rows frozen out of the collector's scans). Printed: seconds and words/s per side with their
+median, min, max and spread ((max - min) / median), the per-round ratios, then
+``ratio_builtin=``, ``ratio_python_function=`` (the median of the per-round throughput ratios,
+ours / hand-written) and, last, ``ratio=`` (the lower).
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import random
 import shutil
 import statistics
@@ -80,10 +85,12 @@ def topology(python_function: bool) -> TridentTopology:
 
 
 def ours(spark: SparkSession, sources: Any, python_function: bool, out: str) -> None:
+    """The process step's work: the plan on Spark, written as ``stage_frames`` writes it."""
     processor = SparkBatchProcessor(topology(python_function))
     with processor.process(spark, 1, sources) as result:
         frame = result.staged["counts"].frame
-        result.run(lambda: frame.write.mode("overwrite").parquet(out))
+        writer = frame.write.mode("overwrite").option("compression", "none")
+        result.run(lambda: writer.parquet(out))
 
 
 def _lower_rows(s: pd.Series) -> pd.Series:
@@ -115,6 +122,13 @@ def timed(fn: Callable[..., None], *args: Any) -> float:
     return time.perf_counter() - start
 
 
+def spread(values: list[float]) -> str:
+    """``median [min, max], spread (max - min) / median`` of ``values``."""
+    mid = statistics.median(values)
+    width = (max(values) - min(values)) / mid
+    return f"median {mid:.3f} [{min(values):.3f}, {max(values):.3f}], spread {width:.0%}"
+
+
 def compare(
     spark: SparkSession,
     sources: Any,
@@ -125,36 +139,49 @@ def compare(
     words: int,
     tmp: str,
 ) -> float:
+    """Alternating rounds (each side goes first in every other round) after a warm-up of
+    each; returns the median of the per-round throughput ratios (ours / hand-written)."""
     out_ours, out_base = f"{tmp}/{name}_ours", f"{tmp}/{name}_base"
     timed(ours, spark, sources, python_function, out_ours)  # warm-up
     timed(base, spark, sources, python_function, out_base)
     a, b = [], []
-    for _ in range(runs):
-        a.append(timed(ours, spark, sources, python_function, out_ours))
-        b.append(timed(base, spark, sources, python_function, out_base))
+    for r in range(runs):
+        gc.collect()  # the previous round's garbage is not collected inside this one
+        if r % 2 == 0:
+            a.append(timed(ours, spark, sources, python_function, out_ours))
+            b.append(timed(base, spark, sources, python_function, out_base))
+        else:
+            b.append(timed(base, spark, sources, python_function, out_base))
+            a.append(timed(ours, spark, sources, python_function, out_ours))
     totals = [spark.read.parquet(p).agg(F.sum("count")).first()[0] for p in (out_ours, out_base)]
     groups = [spark.read.parquet(p).count() for p in (out_ours, out_base)]
     if totals != [words, words] or groups[0] != groups[1]:
         raise SystemExit(f"results differ: totals {totals}, distinct words {groups}")
+    ratios = [y / x for x, y in zip(a, b, strict=True)]
     ma, mb = statistics.median(a), statistics.median(b)
     print(
         f"{name}: ours median {ma:.2f}s ({words / ma / 1e6:.2f}M words/s) runs "
         f"{[round(x, 2) for x in a]}; hand-written median {mb:.2f}s "
         f"({words / mb / 1e6:.2f}M words/s) runs {[round(x, 2) for x in b]}; {groups[0]} words"
     )
-    return mb / ma
+    print(f"{name}: ours s {spread(a)}; hand-written s {spread(b)}")
+    print(f"{name}: ratio per round (hand-written s / ours s) {spread(ratios)} of "
+          f"{[round(x, 3) for x in ratios]}")  # fmt: skip
+    return statistics.median(ratios)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sentences", type=int, default=500_000)
-    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--runs", type=int, default=7, help="alternating rounds (>= 5)")
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--driver-memory", default="4g", help="the local JVM's heap")
     args = parser.parse_args()
     words = args.sentences * WORDS_PER_SENTENCE
     start = time.perf_counter()
     sources = make_sources(args.sentences)
+    gc.collect()
+    gc.freeze()  # the input's 500k tuples: never scanned again by the collector in any round
     print(f"input: {args.sentences} sentences, {words} words ({time.perf_counter() - start:.1f}s)")
     spark = local_session(
         args.master,
@@ -185,8 +212,8 @@ def main() -> None:
         shutil.rmtree(tmp, ignore_errors=True)
         spark.stop()
     print(f"ratio_vs_vectorised_udf={vectorised:.3f} (information: no per-word Python there)")
-    print(f"ratio_builtin={builtin:.3f}")
-    print(f"ratio_python_function={python:.3f}")
+    print(f"ratio_builtin={builtin:.3f} (median of {args.runs} alternating rounds)")
+    print(f"ratio_python_function={python:.3f} (median of {args.runs} alternating rounds)")
     print(f"ratio={min(builtin, python):.3f}")
 
 

@@ -198,8 +198,9 @@ class Sss:
             libpq.render_as_string(hide_password=False), self.table, self.batches
         )
 
-    def batch(self) -> tuple[float, float]:
-        """(query start -> stopped seconds, the batch's own duration from its progress)."""
+    def batch(self) -> tuple[float, dict[str, float]]:
+        """(query start -> stopped seconds, the batch's phases from its progress: Spark's
+        ``durationMs`` in seconds, ``triggerExecution`` the whole batch)."""
         started = time.perf_counter()
         frame = self.spark.readStream.schema("sentence STRING").json(f"{self.root}/*/*.jsonl")
         query = (
@@ -214,12 +215,15 @@ class Sss:
         if query.exception() is not None:
             msg = f"the SSS query failed: {query.exception()}"
             raise RuntimeError(msg)
-        return elapsed, float(progress.get("durationMs", {}).get("triggerExecution", 0)) / 1000
+        durations = progress.get("durationMs", {}) or {}
+        return elapsed, {str(k): float(v) / 1000 for k, v in durations.items()}
 
 
 def sss_worker(root: str, checkpoint: str, pg_url: str, table: str) -> int:
     """``--sss-worker``: a warm ``local[2]`` session in this process; one AvailableNow query
-    per ``batch`` line read from stdin, answered by ``<seconds> <its batch seconds>``."""
+    per ``batch`` line read from stdin, answered by ``<seconds> <its phases as JSON>``."""
+    import json
+
     from airflow_trident.runtime.spark import local_session
 
     spark = local_session("local[2]", shuffle_partitions=4, app_name="bench-sss-local")
@@ -230,7 +234,7 @@ def sss_worker(root: str, checkpoint: str, pg_url: str, table: str) -> int:
         if line.strip() != "batch":
             break
         elapsed, own = sss.batch()
-        print(f"{elapsed} {own}", flush=True)
+        print(f"{elapsed} {json.dumps(own, separators=(',', ':'))}", flush=True)
     spark.stop()
     return 0
 
@@ -254,14 +258,16 @@ class LocalSss:
             msg = "the local SSS worker did not start"
             raise RuntimeError(msg)
 
-    def batch(self) -> tuple[float, float]:
+    def batch(self) -> tuple[float, dict[str, float]]:
+        import json
+
         self.stdin.write("batch\n")
         self.stdin.flush()
-        answer = self.stdout.readline().split()
+        answer = self.stdout.readline().split(maxsplit=1)
         if len(answer) != 2:
             msg = "the local SSS worker failed (run it alone to see why)"
             raise RuntimeError(msg)
-        return float(answer[0]), float(answer[1])
+        return float(answer[0]), dict(json.loads(answer[1]))
 
     def close(self) -> None:
         with contextlib.suppress(BrokenPipeError):
@@ -281,6 +287,16 @@ def sss_session(connect_url: str) -> Iterator[Any]:
         yield spark
     finally:
         spark.stop()
+
+
+def spread(values: list[float]) -> str:
+    """``median [min, max], spread (max - min) / median`` of ``values``, and the values."""
+    mid = statistics.median(values)
+    width = (max(values) - min(values)) / mid
+    rounded = [round(v, 3) for v in values]
+    return (
+        f"median {mid:.3f} [{min(values):.3f}, {max(values):.3f}], spread {width:.0%} of {rounded}"
+    )
 
 
 SIDES = {"ours": "ours", "connect": "SSS on Connect", "local": "SSS local[2]"}
@@ -334,6 +350,7 @@ def main() -> int:
     sizes = {"small": args.small_words, "large": args.large_words}
     chosen = [s for s in ("small", "large") if s in args.sizes.split(",")]
     ratios: dict[str, dict[str, float]] = {}
+    spreads: dict[tuple[str, str], list[float]] = {}
     exact = False
     index = 0
     local: LocalSss | None = None
@@ -356,6 +373,9 @@ def main() -> int:
                 words = sizes[size]
                 times: dict[str, list[float]] = defaultdict(list)
                 phases: dict[str, list[float]] = defaultdict(list)
+                sss_phases: dict[str, dict[str, list[float]]] = defaultdict(
+                    lambda: defaultdict(list)
+                )
                 sides = ["ours", *sss_sides]
                 for r in range(args.rounds + 1):
                     index += 1
@@ -371,9 +391,15 @@ def main() -> int:
                                     phases[name].append(value)
                         else:
                             elapsed, own = runners[side].batch()
-                            line.append(f"{SIDES[side]} {elapsed:.2f} s (its batch {own:.2f} s)")
+                            batch_s = own.get("triggerExecution", 0.0)
+                            line.append(
+                                f"{SIDES[side]} {elapsed:.2f} s (its batch {batch_s:.2f} s)"
+                            )
                             if r:
-                                times[f"{side}_batch"].append(own)
+                                times[f"{side}_batch"].append(batch_s)
+                                own["query start + stop (outside the batch)"] = elapsed - batch_s
+                                for name, value in own.items():
+                                    sss_phases[side][name].append(value)
                         if r:
                             times[side].append(elapsed)
                     warm = " (warm-up)" if r == 0 else ""
@@ -385,13 +411,23 @@ def main() -> int:
                       + ", ".join(f"{SIDES[x]} {med[x]:.3f} s, its batch alone "
                                   f"{med[x + '_batch']:.3f} s" for x in sss_sides)
                       + f"), {args.rounds} rounds")  # fmt: skip
+                for side in ["ours", *sss_sides]:
+                    print(f"{size} {SIDES[side]} per batch: {spread(times[side])}")
                 total = sum(statistics.median(v) for v in phases.values())
                 phase_text = ", ".join(
                     f"{name} {statistics.median(v):.3f}" for name, v in phases.items()
                 )
                 print(f"{size} phases (median s): {phase_text} (sum {total:.3f})")
+                for side in sss_sides:
+                    text = ", ".join(f"{name} {statistics.median(v):.3f}"
+                                     for name, v in sorted(sss_phases[side].items()))  # fmt: skip
+                    print(f"{size} {SIDES[side]} phases (median s, Spark's durationMs): {text}")
                 ratios[size] = {side: med["ours"] / med[side] for side in sss_sides}
                 ratios[size]["best"] = med["ours"] / med[best]
+                for side in sss_sides:  # the same round's batches: the spread of the ratio
+                    per_round = [o / x for o, x in zip(times["ours"], times[side], strict=True)]
+                    print(f"{size} ours / {SIDES[side]}, per round: {spread(per_round)}")
+                    spreads[(size, side)] = per_round
         want = dict(expected)
         exact = True
         with engine.begin() as conn:
@@ -423,6 +459,9 @@ def main() -> int:
         for side in sss_sides:
             print(f"ratio_{size}_vs_{side}={ratios[size][side]:.3f} ({sizes[size]:,} words per "
                   f"batch, ours / {SIDES[side]})")  # fmt: skip
+    for (size, side), per_round in spreads.items():
+        print(f"ratio_{size}_vs_{side}_per_round_median={statistics.median(per_round):.3f} "
+              f"[{min(per_round):.3f}, {max(per_round):.3f}]")  # fmt: skip
     for size in chosen:
         print(f"ratio_{size}={ratios[size]['best']:.3f} (ours / the faster SSS)")
     for size in chosen:
