@@ -179,6 +179,10 @@ class CommitSteps(ProcessSteps):
             # later, and a committed txid's replay commits nothing)
             "run_id": plan.run_id or next(iter(self.store.runs_of_txid(txid)[-1:]), None),
         }
+        started = getattr(self.store, "attempt_started_at", None)  # ZooKeeper's store has it
+        moment = started(txid) if applied and started is not None else None
+        if moment is not None:  # ISO 8601: the summary is an XCom
+            summary["process_started_at"] = moment.isoformat()
         archive = self.archived_batch(plan)
         summary["partitions"] = {
             name: entry["partitions"]

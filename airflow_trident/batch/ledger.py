@@ -39,6 +39,7 @@ _ledger = sa.Table(
     sa.Column("emitted", sa.Text, nullable=False),
     sa.Column("batch_meta", sa.Text, nullable=True),
     sa.Column("run_id", sa.String(250), nullable=True),
+    sa.Column("process_started_at", sa.DateTime(timezone=True), nullable=True),
 )
 
 
@@ -50,6 +51,10 @@ _rebuilds = sa.Table(
     sa.Column("txid", sa.BigInteger, nullable=False),
     sa.Column("rebuilt_at", sa.DateTime(timezone=True), nullable=False),
 )
+
+
+def _moment(text: str | None) -> datetime | None:
+    return None if text is None else datetime.fromisoformat(text)
 
 
 class CommitLedger:
@@ -69,7 +74,9 @@ class CommitLedger:
                 for table in (_ledger, _rebuilds):
                     create_table_if_absent(conn, table)
             columns = {c["name"] for c in sa.inspect(self._engine).get_columns(LEDGER_TABLE)}
-            for name, kind in (("batch_meta", "TEXT"), ("run_id", "VARCHAR(250)")):
+            added = (("batch_meta", "TEXT"), ("run_id", "VARCHAR(250)"),
+                     ("process_started_at", "TIMESTAMP"))  # fmt: skip
+            for name, kind in added:
                 if name not in columns:  # a ledger from before the archive / the run column
                     with self._engine.begin() as conn:
                         conn.execute(
@@ -92,6 +99,8 @@ class CommitLedger:
             "emitted": json.dumps(summary["emitted"], sort_keys=True),
             "batch_meta": None if batch_meta is None else json.dumps(batch_meta, sort_keys=True),
             "run_id": summary.get("run_id"),  # the run that committed the batch
+            # when its committed attempt started processing (a later replay's attempt hides it)
+            "process_started_at": _moment(summary.get("process_started_at")),
         }
         with self._engine.begin() as conn:
             exists = conn.execute(

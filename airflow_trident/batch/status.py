@@ -245,6 +245,8 @@ class StatusCollector:
         committed_at = _utc(row["committed_at"])
         times = self._times(txid, attempt_id)
         times["attempt_id"] = attempt_id
+        if times.get("process_started_at") is None:  # a replay's attempt changed the node since
+            times["process_started_at"] = _utc(row.get("process_started_at"))
         for key in ("begun_at", "process_started_at", "processed_at", "commit_started_at"):
             if times.get(key) is not None and committed_at is not None and (
                 times[key] > committed_at

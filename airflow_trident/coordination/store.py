@@ -38,6 +38,7 @@ import json
 import logging
 import uuid
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from kazoo.client import KazooClient
@@ -280,6 +281,16 @@ class CoordinatorStore:
         except NoNodeError:
             return None
         return TransactionAttempt(txid, int(_decode(data)))
+
+    def attempt_started_at(self, txid: int) -> datetime | None:
+        """When the latest attempt of ``txid`` started (its attempt node's last change; the
+        begin's creation when none started), ``None`` if it was never emitted. The commit
+        keeps it in the ledger: a later replay's attempt changes the node."""
+        try:
+            _, stat = self.client.retry(self.client.get, self.paths.attempt(txid))
+        except NoNodeError:
+            return None
+        return datetime.fromtimestamp(stat.last_modified, UTC)
 
     def next_attempt(self, txid: int) -> TransactionAttempt:
         """Record a new emit of ``txid`` and return its attempt (ids rise; kept in ZooKeeper).
