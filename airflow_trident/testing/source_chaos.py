@@ -34,6 +34,7 @@ Example (SQLite, in-process, memory coordinator; ~1 s)::
 
 from __future__ import annotations
 
+import json
 import random
 import time
 import uuid
@@ -61,6 +62,12 @@ SPOUT = "events"
 STATES = ("counts", "sums")
 
 SOURCE_FAULTS: dict[str, str] = {
+    "files_land_during_batch": "file log: files land between begin, process and commit",
+    "partition_vanishes": "file log: a partition directory is renamed away for 1-3 batches",
+    "partition_vanishes_before_retry": "file log: a partition is away for a failed txid's retry",
+    "root_missing": "file log: the landing root is briefly missing at a begin",
+    "malformed_record": "file log: a line that is not JSON (dead-lettered)",
+    "mistyped_record": "file log: a field of another type (dead-lettered)",
     "insert_during_batch": "rows inserted between a batch's begin, process and commit",
     "out_of_order_id": "a row inserted with an id below a partition's committed mark",
     "fail_after_process": "an attempt fails after processing (nothing written)",
@@ -86,6 +93,10 @@ class SourceChaosConfig:
     mode:
         ``transactional`` (table source, transactional states) or ``opaque``
         (``as_opaque()``, opaque states).
+    source:
+        ``table`` (a database table) or ``file_log`` (a transactional file log: files landing
+        during batches, a partition directory vanishing and returning, the landing root
+        briefly missing, malformed and mistyped records; ``mode`` must be transactional).
     batches:
         Txids committed under faults (then the table is drained without faults).
     fault_rate:
@@ -96,6 +107,7 @@ class SourceChaosConfig:
 
     seed: int
     mode: str = "transactional"
+    source: str = "table"
     batches: int = 30
     fault_rate: float = 0.4
     partitions: int = 2
@@ -104,6 +116,12 @@ class SourceChaosConfig:
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             msg = f"unknown source-chaos mode {self.mode!r}: use one of {', '.join(MODES)}"
+            raise ConfigurationError(msg)
+        if self.source not in ("table", "file_log"):
+            msg = f"unknown source {self.source!r}: use 'table' or 'file_log'"
+            raise ConfigurationError(msg)
+        if self.source == "file_log" and self.mode != "transactional":
+            msg = "the file log schedule runs the transactional file log (mode='transactional')"
             raise ConfigurationError(msg)
 
     def replay_command(self) -> str:
@@ -142,9 +160,10 @@ class SourceChaosReport:
     def summary(self, limit: int = 12) -> str:
         """The report as text."""
         c = self.config
+        unit = "files" if c.source == "file_log" else "rows"
         lines = [
-            f"source chaos {self.label or 'table'} seed={c.seed} mode={c.mode}: {self.batches} "
-            f"batches committed, {self.rows} rows, in {self.elapsed_s:.1f}s; replay: "
+            f"source chaos {self.label or c.source} seed={c.seed} mode={c.mode}: {self.batches} "
+            f"batches committed, {self.rows} {unit}, in {self.elapsed_s:.1f}s; replay: "
             f"{c.replay_command()}",
             f"  faults: {dict(sorted(self.faults.items()))} (total {sum(self.faults.values())})",
             f"  refused as expected: {dict(sorted(self.refused.items()))}",
@@ -473,6 +492,250 @@ class _Chaos:
         self.engine.dispose()
 
 
+class _FileChaos(_Chaos):
+    """A schedule over a transactional file log (``root/p0``, ``root/p1``) of JSON lines
+    ``{"word": str, "n": int}``; malformed and mistyped lines go to the dead-letter directory."""
+
+    def __init__(
+        self,
+        config: SourceChaosConfig,
+        url: str,
+        process: Process,
+        store: Any,
+        staging: str,
+        name: str,
+        echo: Callable[[str], None],
+    ) -> None:  # the table's schedule's checks, over files (no table: no super().__init__)
+        from pathlib import Path
+
+        from airflow_trident.spout.file_log import FileLogSpout
+
+        self.c = config
+        self.rng = random.Random(config.seed)
+        self.url = url
+        self.process = process
+        self.echo = echo
+        self.name = name
+        base = Path(staging).parent / f"{name}_files"
+        self.root = base / "landing"
+        self.parts = [f"p{i}" for i in range(config.partitions)]
+        for part in self.parts:
+            (self.root / part).mkdir(parents=True)
+        self.seq = 0
+        self.away: dict[str, int] = {}  # partition -> batches left away
+        self.spout: Any = FileLogSpout(
+            self.root,
+            ["word", "n"],
+            types={"word": "string", "n": "bigint"},
+            max_files=2,
+            dead_letter=base / "dead",
+        )
+        self.factories = {
+            s: sql_state(None, f"{name}_{s}", "transactional", key_fields=("word",),
+                         value_type="bigint")
+            for s in STATES
+        }  # fmt: skip
+        t = TridentTopology(name)
+        words = t.new_stream(SPOUT, self.spout).group_by(["word"])
+        words.persistent_aggregate(self.factories["counts"], Count(), ["n_"], name="counts")
+        words.persistent_aggregate(self.factories["sums"], ["n"], Sum(), ["total"], name="sums")
+        self.steps = BatchSteps(t, store, StagingArea(staging, name), states=StateBinding(url))
+        self.store = store
+        self.engine = sa.create_engine(url)
+        self.files: list[tuple[int, str, str]] = []  # committed (txid, partition, file)
+        self.report = SourceChaosReport(config)
+
+    def land(self, n: int) -> None:
+        """``n`` files in partitions that are present (written hidden, then renamed)."""
+        for _ in range(n):
+            present = [p for p in self.parts if p not in self.away]
+            if not present or not self.root.exists():
+                return
+            part = self.rng.choice(present)
+            lines = []
+            for _ in range(self.rng.randint(1, 5)):
+                roll = self.rng.random()
+                if roll < 0.06:
+                    lines.append('{"word": "broken"')  # malformed
+                    self.report.faults["malformed_record"] += 1
+                elif roll < 0.12:
+                    bad = self.rng.choice(
+                        [
+                            {"word": "x", "n": "five"},
+                            {"word": 7, "n": 1},
+                            {"word": "y", "n": True},
+                            {"word": ["a"], "n": 2},
+                        ]
+                    )
+                    lines.append(json.dumps(bad))  # mistyped
+                    self.report.faults["mistyped_record"] += 1
+                else:
+                    word = f"w{int(self.rng.paretovariate(1.2)) % 40:02d}"
+                    lines.append(json.dumps({"word": word, "n": self.rng.randint(1, 9)}))
+            self.seq += 1
+            tmp = self.root / part / f"_{self.seq:06d}.tmp"
+            tmp.write_text("\n".join(lines) + "\n")
+            tmp.rename(self.root / part / f"{self.seq:06d}.jsonl")
+
+    def _move(self, part: str, away: bool) -> None:
+        here, there = self.root / part, self.root.parent / f"away_{part}"
+        (here if away else there).rename(there if away else here)
+
+    def vanish_or_return(self) -> None:
+        for part in list(self.away):
+            self.away[part] -= 1
+            if self.away[part] <= 0:
+                self._move(part, away=False)
+                del self.away[part]
+        if not self.away and self.rng.random() < 0.3:
+            part = self.rng.choice(self.parts)
+            self._move(part, away=True)
+            self.away[part] = self.rng.randint(1, 3)
+            self.report.faults["partition_vanishes"] += 1
+
+    def everything_back(self) -> None:
+        for part in list(self.away):
+            self._move(part, away=False)
+            del self.away[part]
+
+    def _metas(self, txid: int) -> dict[str, Any]:
+        state = self.store.partition_state(SPOUT)
+        found = {}
+        for part in self.parts:
+            meta = state.get(part, txid)
+            if isinstance(meta, dict) and meta.get("files"):
+                found[part] = meta
+        return found
+
+    @staticmethod
+    def _valid(line: str) -> tuple[str, int] | None:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            return None
+        if not isinstance(record, dict):
+            return None
+        word, n = record.get("word"), record.get("n")
+        if not isinstance(word, str) or isinstance(n, bool) or not isinstance(n, int):
+            return None
+        return word, n
+
+    def reference(self) -> dict[str, Counter[str]]:
+        counts: Counter[str] = Counter()
+        sums: Counter[str] = Counter()
+        for _, part, name in self.files:
+            path = self.root / part / name
+            if not path.exists():  # the partition is away: the files are where it went
+                path = self.root.parent / f"away_{part}" / name
+            for line in path.read_text().splitlines():
+                if not line.strip():
+                    continue
+                got = self._valid(line)
+                if got is not None:
+                    counts[got[0]] += 1
+                    sums[got[0]] += got[1]
+        return {"counts": counts, "sums": sums}
+
+    def _begin(self) -> int:
+        run_id = f"chaos__{uuid.uuid4().hex[:12]}"  # a retried begin re-binds its txid
+        for attempt in range(1, 31):
+            root_gone = attempt == 1 and self.rng.random() < 0.1
+            if root_gone:
+                self.root.rename(self.root.parent / "landing_away")
+                self.report.faults["root_missing"] += 1
+            try:
+                return int(self.steps.begin(run_id)["txid"])
+            except Exception as exc:
+                self.report.refused[type(exc).__name__] += 1
+                if not root_gone:
+                    self._violation(f"begin failed with the root present: {exc}")
+            finally:
+                if root_gone:
+                    (self.root.parent / "landing_away").rename(self.root)
+        raise RuntimeError("begin never succeeded")
+
+    def batch(self, *, faults: bool) -> int:
+        if faults:
+            self.vanish_or_return()
+            if self._fault():
+                self.land(self.rng.randint(1, 3))
+        else:
+            self.everything_back()
+        txid = self._begin()
+        if faults and self._fault():
+            self.land(self.rng.randint(1, 2))
+            self.report.faults["files_land_during_batch"] += 1
+        for attempt in range(1, 31):
+            faulty = faults and attempt <= 5
+            try:
+                self.process(self.steps, txid)
+            except Exception as exc:
+                self.report.refused[type(exc).__name__] += 1
+                if attempt > 6:
+                    self._violation(f"txid {txid} attempt {attempt}: {exc}")
+                self.everything_back()
+                continue
+            if faulty and self._fault():
+                self.land(1)
+                self.report.faults["files_land_during_batch"] += 1
+            if faulty and self._fault():
+                if self.rng.random() < 0.6:
+                    plan = self.steps.plan(txid)
+                    manifest = self.steps.staging.verified_manifest(plan.attempt, plan.metas)
+                    self.steps.apply_staged(plan, manifest)
+                    self.report.faults["fail_after_state"] += 1
+                else:
+                    self.report.faults["fail_after_process"] += 1
+                if self.rng.random() < 0.3 and not self.away:
+                    part = self.rng.choice(self.parts)  # gone before the retry
+                    self._move(part, away=True)
+                    self.away[part] = 1
+                    self.report.faults["partition_vanishes_before_retry"] += 1
+                continue
+            summary = self.steps.commit(txid)
+            if not summary.get("applied"):
+                self._violation(f"txid {txid}: commit did not apply: {summary}")
+            self.steps.success(txid)
+            for part, meta in self._metas(txid).items():
+                self.files += [(txid, part, f["name"]) for f in meta["files"]]
+            self.check(txid)
+            return int(summary.get("records_in", 0))
+        self._violation(f"txid {txid} did not commit in 30 attempts")
+        return 0
+
+    def run(self) -> SourceChaosReport:
+        started = time.monotonic()
+        self.land(2 * len(self.parts))
+        while self.store.committed_txid() < self.c.batches and not self.report.violations:
+            if self.rng.random() < 0.7:
+                self.land(self.rng.randint(0, 3))
+            self.batch(faults=True)
+        self.everything_back()
+        for _ in range(200):
+            if self.report.violations:
+                break
+            committed = {(p, n) for _, p, n in self.files}
+            waiting = [
+                (p, f.name)
+                for p in self.parts
+                for f in (self.root / p).iterdir()
+                if not f.name.startswith(("_", "."))
+            ]
+            if all(w in committed for w in waiting):
+                break
+            self.batch(faults=False)
+        self.report.batches = self.store.committed_txid()
+        self.report.rows = len(self.files)
+        self.report.elapsed_s = time.monotonic() - started
+        return self.report
+
+    def drop(self) -> None:
+        with self.engine.begin() as conn:
+            for factory in self.factories.values():
+                conn.execute(sa.schema.DropTable(factory.layout.table, if_exists=True))
+        self.engine.dispose()
+
+
 def run_source_chaos(
     config: SourceChaosConfig,
     *,
@@ -492,7 +755,8 @@ def run_source_chaos(
     afterwards unless ``keep`` or the report is not ok.
     """
     name = f"chaos_{config.mode[:2]}_{uuid.uuid4().hex[:8]}"
-    chaos = _Chaos(
+    kind: type[_Chaos] = _FileChaos if config.source == "file_log" else _Chaos
+    chaos = kind(
         config,
         state_url,
         process or (lambda steps, txid: steps.process_local(txid)),

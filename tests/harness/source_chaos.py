@@ -1,7 +1,8 @@
 """The source-chaos run's command line (``bash scripts/source-chaos.sh``): seeded schedules of
 :mod:`airflow_trident.testing.source_chaos` for the database table source, in each mode
-(transactional, opaque), state backend (SQLite; PostgreSQL: ``TRIDENT_PG_URL``) and runtime
-(in-process; Spark: a local session, PostgreSQL ranges read by the executors through JDBC)::
+(transactional, opaque) and for the transactional file log, state backend (SQLite;
+PostgreSQL: ``TRIDENT_PG_URL``) and runtime (in-process; Spark: a local session, PostgreSQL
+ranges read by the executors through JDBC, files read by Spark)::
 
     python -m tests.harness.source_chaos --seed S --batches N [--runtime local|spark|both]
         [--backend sqlite|postgresql|both] [--mode transactional|opaque|both]
@@ -73,27 +74,33 @@ def coordinator(name: str) -> Iterator[Any]:
 
 
 def run_all(
-    seed: int, batches: int, runtimes: Sequence[str], backends: Sequence[str], modes: Sequence[str]
+    seed: int,
+    batches: int,
+    runtimes: Sequence[str],
+    backends: Sequence[str],
+    modes: Sequence[str],
+    sources: Sequence[str] = ("table", "file_log"),
 ) -> list[SourceChaosReport]:
+    cases = [(s, m) for s in sources for m in modes if s == "table" or m == "transactional"]
     reports = []
     for runtime in runtimes:
         with contextlib.ExitStack() as stack:
             process = stack.enter_context(spark_process()) if runtime == "spark" else None
             for backend in backends:
-                for mode in modes:
+                for source, mode in cases:
                     work = stack.enter_context(tempfile.TemporaryDirectory(prefix="chaos-"))
                     url = (
                         os.environ["TRIDENT_PG_URL"]
                         if backend == "postgresql"
                         else f"sqlite:///{work}/chaos.db"
                     )
-                    config = SourceChaosConfig(seed=seed, mode=mode, batches=batches)
+                    config = SourceChaosConfig(seed=seed, mode=mode, source=source, batches=batches)
                     name = f"chaos_{uuid.uuid4().hex[:8]}"
                     with coordinator(name) as store:
                         reports.append(
                             run_source_chaos(
                                 config, state_url=url, staging=f"{work}/staging", store=store,
-                                process=process, label=f"table/{runtime}/{backend}",
+                                process=process, label=f"{source}/{runtime}/{backend}",
                             )
                         )  # fmt: skip
     return reports
@@ -106,6 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--runtime", choices=["local", "spark", "both"], default="both")
     parser.add_argument("--backend", choices=["sqlite", "postgresql", "both"], default="both")
     parser.add_argument("--mode", choices=[*MODES, "both"], default="both")
+    parser.add_argument("--source", choices=["table", "file_log", "both"], default="both")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.ERROR)
     for noisy in ("airflow_trident", "py4j"):
@@ -117,14 +125,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("TRIDENT_PG_URL unset: source scripts/env.sh (PostgreSQL)", file=sys.stderr)
         return 2
     modes = list(MODES) if args.mode == "both" else [args.mode]
-    reports = run_all(seed, args.batches, runtimes, backends, modes)
+    sources = ["table", "file_log"] if args.source == "both" else [args.source]
+    reports = run_all(seed, args.batches, runtimes, backends, modes, sources)
     print("\nsummary")
     for r in reports:
+        unit = "files" if r.config.source == "file_log" else "rows"
         print(
-            f"  {r.label:<24} mode={r.config.mode:<13} seed={r.config.seed} batches={r.batches} "
-            f"rows={r.rows} faults={sum(r.faults.values())} refused={sum(r.refused.values())} "
-            f"keys different={len(r.differences)} violations={len(r.violations)} "
-            f"({r.elapsed_s:.0f}s)"
+            f"  {r.label:<27} mode={r.config.mode:<13} seed={r.config.seed} batches={r.batches} "
+            f"{unit}={r.rows} faults={sum(r.faults.values())} "
+            f"refused={sum(r.refused.values())} keys different={len(r.differences)} "
+            f"violations={len(r.violations)} ({r.elapsed_s:.0f}s)"
         )
     return 0 if all(r.ok for r in reports) else 1
 

@@ -1,6 +1,8 @@
 """The source-chaos schedule, short (issue 19): the database table source under source faults
 (rows inserted during batches, out-of-order ids, rows of a failed txid updated, deleted or
 inserted below the mark before its retry, attempts failing after writing state), in both modes,
+and the file log (files landing during batches, partitions vanishing and returning, the root
+briefly missing, malformed and mistyped records),
 on SQLite and PostgreSQL, in-process and on Spark; 0 keys may differ from the reference computed
 from the rows each committed txid's metadata names. The long run: ``bash scripts/source-chaos.sh``.
 """
@@ -38,13 +40,26 @@ def test_source_chaos_in_process_is_exact(url: str, mode: str, seed: int, tmp_pa
     assert changed > 0, report.summary()  # the schedule did change rows before retries
 
 
-@pytest.mark.parametrize("mode", ["transactional", "opaque"])
-def test_source_chaos_on_spark_is_exact(url: str, mode: str, tmp_path: Path, spark: Any) -> None:
+@pytest.mark.parametrize("seed", [11, 12])
+def test_file_log_chaos_in_process_is_exact(url: str, seed: int, tmp_path: Path) -> None:
+    config = SourceChaosConfig(seed=seed, source="file_log", batches=30)
+    report = run_source_chaos(config, state_url=url, staging=str(tmp_path / "staging"))
+    assert report.ok, report.summary()
+    assert report.faults["partition_vanishes"] > 0, report.summary()
+
+
+@pytest.mark.parametrize(
+    ("source", "mode"),
+    [("table", "transactional"), ("table", "opaque"), ("file_log", "transactional")],
+)
+def test_source_chaos_on_spark_is_exact(
+    url: str, source: str, mode: str, tmp_path: Path, spark: Any
+) -> None:
     from airflow_trident.batch.spark_job import process_on_spark
 
     if os.path.exists(JDBC_JAR):
         spark.sql(f"ADD JAR {JDBC_JAR}")
-    config = SourceChaosConfig(seed=5, mode=mode, batches=8)
+    config = SourceChaosConfig(seed=5, mode=mode, source=source, batches=8)
     report = run_source_chaos(
         config,
         state_url=url,
