@@ -192,7 +192,7 @@ class SparkBatchApplier:
         """On the driver: opaque states get back their value before ``txid`` for the keys an
         earlier attempt wrote and this batch does not (read from the staged files)."""
         for name, entry in manifest["states"].items():
-            if not committer.is_opaque(name) or entry["kind"] == "update":
+            if entry["kind"] == "update" or not committer.is_opaque(name):
                 continue
             parts = [
                 self.staging.read_partition(manifest, name, i) for i in range(len(entry["files"]))
