@@ -24,7 +24,7 @@ from airflow_trident.batch.ledger import CommitLedger
 from airflow_trident.batch.lifecycle import zookeeper_batch_steps
 from airflow_trident.coordination.client import ZkConfig, connect
 from airflow_trident.examples.topologies import word_count
-from tests.browser.conftest import TridentUi
+from tests.browser.conftest import ROOT, TridentUi
 from tests.harness.airflow import run_airflow
 from tests.harness.status import run_batches
 from tests.harness.ui import log_in
@@ -102,6 +102,9 @@ def test_the_status_view_shows_the_ledger_in_the_airflow_ui(
             f"{k}={v}" for k, v in sorted(keys.items()))  # fmt: skip
         assert _cell(browser, row["txid"], "phase") == "committed"
     assert [_cell(browser, t, "phase") for t in (5, 6)] == ["processed", "begun"]
+    # And each committed txid names the run that committed it: the DAG run, then run_2..run_4
+    assert [_cell(browser, t, "run_id") for t in (1, 2, 3, 4)] == [
+        trident_ui.run.run_id, "run_2", "run_3", "run_4"]  # fmt: skip
     # And the timeline renders a commit bar for each commit, in txid order along the time axis
     bars = browser.find_elements(By.CSS_SELECTOR, "svg.timeline rect.commit")
     assert len(bars) == 4
@@ -120,6 +123,9 @@ def test_the_status_view_shows_the_ledger_in_the_airflow_ui(
     assert frame.screenshot(str(frame_shot))
     assert _png_size(frame_shot)[0] > 600
     assert frame_shot.stat().st_size > 20_000  # not a blank frame (a blank PNG is ~5 KB)
+    docs_shot = ROOT / "docs" / "ui" / "status_view_airflow.png"  # docs/status.md shows it
+    docs_shot.parent.mkdir(parents=True, exist_ok=True)
+    docs_shot.write_bytes(shot.read_bytes())
 
     # And the list of Trident topologies (Browse -> Trident topologies) links to the DAG's page
     browser.get(f"{trident_ui.url}/trident-status/")
