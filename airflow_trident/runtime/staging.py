@@ -1,4 +1,4 @@
-"""Staged batch results: Parquet files plus a manifest, under
+"""Staged batch results: uncompressed Parquet files plus a manifest, under
 ``<staging_root>/<topology>/<txid>/<attempt>/``.
 
 The processing step writes, per state, one Parquet file per output partition, then the manifest
@@ -114,7 +114,9 @@ class StagingArea:
             for index, rows in enumerate(staged.partitions):
                 path = f"{directory}/{name}/part-{index:05d}.parquet"
                 filesystem.create_dir(f"{directory}/{name}", recursive=True)
-                pq.write_table(rows_to_table(staged.fields, rows), path, filesystem=filesystem)
+                table = rows_to_table(staged.fields, rows)
+                # read once, by the commit, usually from a local disk: compression only costs
+                pq.write_table(table, path, filesystem=filesystem, compression="none")
                 files[name].append({"path": path, "rows": len(rows)})
         states = {
             name: {"kind": s.kind, "fields": list(s.fields), "files": files[name]}
@@ -131,6 +133,7 @@ class StagingArea:
     ) -> dict[str, Any]:
         """Write the manifest (last, so its presence means every file is in place)."""
         filesystem, _ = self.filesystem()
+        filesystem.create_dir(self.path(attempt), recursive=True)  # no file staged: no dir yet
         manifest = {
             "topology": self.topology,
             "txid": attempt.txid,
