@@ -41,7 +41,7 @@ def test_trident_batch_refuses_mistyped_arguments() -> None:
     # Given a batch inside a user's own DAG, When keep_txids is a string
     with (
         DAG("misuse_batch", schedule=None),
-        pytest.raises(ConfigurationError, match="^trident_batch: keep_txids must be an int"),
+        pytest.raises(ConfigurationError, match=r"^trident_batch: keep_txids must be an int"),
     ):
         trident_batch(TOPOLOGY, group_id="b", keep_txids="16")
 
