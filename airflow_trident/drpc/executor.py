@@ -13,10 +13,11 @@ Trident's DRPC returns them, a JSON list of lists.
 
 Examples
 --------
-The seed's word count (``groupBy(args).stateQuery(wordCounts, args, MapGet, count)``):
+The seed's word count (``groupBy(args).stateQuery(wordCounts, args, MapGet, count)``), before
+any batch committed (``docs/drpc.md`` runs batches first, with ``LocalRunner``):
 
+>>> from airflow_trident.coordination.memory import MemoryCoordinatorStore
 >>> from airflow_trident.operation import Count, MapGet, Split
->>> from airflow_trident.batch.runner import LocalRunner
 >>> from airflow_trident.spout.memory import MemoryTransactionalSpout
 >>> from airflow_trident.state.memory import memory_state
 >>> from airflow_trident.topology import TridentTopology
@@ -29,11 +30,9 @@ The seed's word count (``groupBy(args).stateQuery(wordCounts, args, MapGet, coun
 ...               name="word_counts"))
 >>> _ = t.new_drpc_stream("word").group_by(["args"]).state_query(
 ...     counts, ["args"], MapGet(), ["count"])
->>> runner = LocalRunner(t)
->>> _ = runner.run(3)
->>> drpc = DRPCExecutor(t, store=runner.store)
->>> drpc.execute_json("word", "you"), drpc.execute_json("word", "nope")
-('[["you",2]]', '[["nope",null]]')
+>>> drpc = DRPCExecutor(t, store=MemoryCoordinatorStore(t.name))
+>>> drpc.execute_json("word", "you")
+'[["you",null]]'
 >>> drpc.execute("words", "you")
 Traceback (most recent call last):
 ...
