@@ -1,5 +1,9 @@
 """``airflow-trident``: command-line tools next to Airflow's own.
 
+Long on purpose: one command table serves both ``airflow-trident`` and ``airflow trident``
+(backfill's plan and run binding, rebuild, drpc, status, version); each command is a function here
+so both entry points stay one.
+
 ``airflow-trident backfill DAG_ID --from-txid N --to-txid M [--dry-run]`` creates one DAG run
 per txid of the range, each with ``conf={"txid": t}`` and named after its txid. Txids already
 allocated are *replayed* (``trident_replay__txid_t``): a committed one changes nothing, an

@@ -1,6 +1,11 @@
 """A database table as a partitioned transactional source: incremental by a monotonically
 increasing column, one high-water mark per partition.
 
+Long on purpose: one source with three readers that must agree row for row (SQLAlchemy in-process,
+PostgreSQL's own digest, JDBC on Spark), its transactional and opaque forms, and the range digest
+that makes a retry see the rows its first attempt saw; split, the three readers' shared rules would
+live apart.
+
 :class:`DatabaseTableSpout` reads a PostgreSQL or SQLite table (any SQLAlchemy URL) in batches.
 The table is split into partitions — ``partitions=4`` with ``partition_column="user_id"`` gives
 ``p0..p3`` by ``user_id % 4``; a mapping gives named SQL predicates — and each partition keeps

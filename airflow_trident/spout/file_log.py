@@ -1,5 +1,9 @@
 """Partitioned file log spouts: directories of append-only files read as batches.
 
+Long on purpose: the planning of one source (listing, marks, nested buckets, schema inference, dead
+letters, lag) whose transactional and opaque forms share it; the records themselves are parsed in
+:mod:`~airflow_trident.spout.file_records`.
+
 Layout: ``root/<partition>/<file>``. Every directory under ``root`` is a partition; every file
 in it is a chunk of the partition's log, in **file name order** (name files so that they sort in
 arrival order, e.g. ``<epoch millis>-<writer>.jsonl``). Names starting with ``_`` or ``.`` are

@@ -1,5 +1,10 @@
 """Exactly-once into an Apache Iceberg table, with pyiceberg.
 
+Long on purpose: the factory, the state and the writer of one sink share the exactness rules (txid
+in the snapshot summary and table properties, rebase on a lost race); its catalog resolution is
+:mod:`~airflow_trident.state.iceberg_catalog` and its schema rules
+:mod:`~airflow_trident.state.schema_evolution`.
+
 ``stream.partition_persist(iceberg_state("db.events", app_id), fields, IcebergWriter())``
 appends (or, with ``merge_keys``, upserts) each batch's rows into an Iceberg table. Each commit
 partition's rows of batch ``txid`` go in *one* Iceberg commit that also

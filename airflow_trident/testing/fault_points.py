@@ -1,5 +1,8 @@
 """Fault points around what :class:`~airflow_trident.batch.steps.BatchSteps` is given.
 
+Long on purpose: every fault point wraps one seam of the lifecycle (store, partition state, state,
+spouts' emitters) with the same arming rules; they are one catalogue for users to read.
+
 Faults are injected without touching production code paths: the harness wraps the coordinator
 store, the spouts, the state factories and adds a Function step, and every wrapper calls
 :meth:`FaultInjector.hit` with a *point* name before and after delegating:

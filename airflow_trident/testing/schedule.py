@@ -1,5 +1,8 @@
 """Seeded randomized fault schedules: play Airflow against :class:`BatchSteps` and break things.
 
+Long on purpose: a driver that plays Airflow (runs, retries, clears, backfills) against the
+lifecycle with every fault kind and checks the result; its moves share one state machine.
+
 A driver plays the scheduler: runs identified by run ids, each ``begin -> process -> commit ->
 success`` (in-process runtime: ``process_local``), several in flight (begins and processes run
 ahead, commits go strictly in txid order), steps picked in a random order, and random faults

@@ -1,5 +1,8 @@
 """Seeded source-chaos schedules: the faults of real data, checked key by key.
 
+Long on purpose: one schedule per source kind (table, file log) with its faults, its reference and
+its key-by-key comparison; a fault and the reference that judges it belong together.
+
 The fault schedules (:mod:`~airflow_trident.testing.schedule`) break the batch lifecycle with
 memory spouts. A source-chaos schedule breaks the *source*: a database table
 (:class:`~airflow_trident.spout.database_table.DatabaseTableSpout`) that gets rows inserted
