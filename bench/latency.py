@@ -7,6 +7,9 @@ Measured in the same run, alternating, median of ``--runs`` each:
 * (b) the same with ``process_mode="connect"`` (the processing phase on a Spark Connect server
   started once, before the measurements — a long-lived server, as in production);
 * (c) ``spark-submit`` of a PySpark job that only starts a session and runs one trivial query.
+* (d) the same small batch's lifecycle without Airflow between the steps, in this process
+  (readiness, begin, processing on the Connect server with a new session, commit, success): the
+  limit the DAG approaches (``phases no_airflow``).
 
 A batch's wall time is sensor -> commit: from the readiness check's start (the ``wait_ready``
 task, or the ``begin`` task of ``--layout compact``, the default) to the ``commit`` task's end
@@ -51,7 +54,7 @@ connect = trident_dag("tests.harness.topologies:e2e_word_count",
                       dag_id="bench_latency_connect", process_mode="connect",
                       spark_connect_conn_id="bench_connect", retries=0, layout="{layout}")
 """
-PHASES = ("wait_ready", "begin", "process", "commit", "success", "run")
+PHASES = ("wait_ready", "ready", "begin", "process", "commit", "success", "run")
 NOOP = """
 from pyspark.sql import SparkSession
 spark = SparkSession.builder.appName("noop").getOrCreate()
@@ -104,6 +107,58 @@ def run_batch(
     return sensor_to_commit(home, dag_id, result.run_id, phases), total
 
 
+def no_airflow_batch(url: str, env: dict[str, str], phases: dict[str, list[float]]) -> float:
+    """The same small batch's lifecycle without Airflow between the steps (what the express
+    task does, in this process): readiness, begin, process on the Connect server (a new session,
+    as a task opens), commit, success; seconds, and each step's into ``phases``."""
+    from airflow_trident.batch.lifecycle import zookeeper_batch_steps
+    from airflow_trident.batch.spark_job import process_on_spark
+    from airflow_trident.coordination.client import ZkConfig, connect
+    from airflow_trident.runtime.reference import load_topology
+    from airflow_trident.runtime.spark.session import remote_session
+
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        topology = load_topology("tests.harness.topologies:e2e_word_count")
+        started = time.monotonic()
+        zk = json.loads(env["AIRFLOW_CONN_TRIDENT_ZOOKEEPER_DEFAULT"])
+        client = connect(ZkConfig(hosts=f"{zk['host']}:{zk['port']}", root=zk["extra"]["root"]))
+        try:
+            steps = zookeeper_batch_steps(
+                topology, client, root=zk["extra"]["root"],
+                staging_root=env["TRIDENT_STAGING_ROOT"], state_url=env["TRIDENT_STATE_URL"],
+            )  # fmt: skip
+            marks = [("ready", lambda: steps.is_ready())]
+            txid = 0
+
+            def begin() -> None:
+                nonlocal txid
+                txid = int(steps.begin(f"no_airflow_{uuid.uuid4().hex[:8]}")["txid"])
+
+            def process() -> None:
+                with remote_session(url) as spark:
+                    process_on_spark(steps, spark, txid, 0.0)
+
+            marks += [("begin", begin), ("process", process),
+                      ("commit", lambda: steps.commit(txid)),
+                      ("success", lambda: steps.success(txid))]  # fmt: skip
+            for name, step in marks:
+                at = time.monotonic()
+                step()
+                phases[name].append(time.monotonic() - at)
+        finally:
+            client.stop()
+            client.close()
+        return time.monotonic() - started
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
 def show_phases(mode: str, phases: dict[str, list[float]]) -> str:
     """``phases <mode>: begin=0.4s process=2.1s ...`` (medians; parsed by bench/run_all.py)."""
     names = [n for n in (*PHASES, "gaps") if phases.get(n)]
@@ -149,11 +204,12 @@ def main() -> int:
     home = prepare_airflow_home(work / "airflow", dags_folder=work / "dags")
     spark_submit = str(Path(sys.executable).parent / "spark-submit")
     bare_env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
-    times: dict[str, list[float]] = {k: [] for k in ("submit", "submit_cmd", "connect",
-                                                    "connect_cmd", "bare")}  # fmt: skip
+    names = ("submit", "submit_cmd", "connect", "connect_cmd", "bare", "no_airflow")
+    times: dict[str, list[float]] = {k: [] for k in names}
     phases: dict[str, dict[str, list[float]]] = {
-        mode: defaultdict(list) for mode in ("submit", "connect")
+        mode: defaultdict(list) for mode in ("submit", "connect", "no_airflow")
     }
+    bare_env_topology = deployment("no_airflow")
     with running_connect_server(work / "connect-server") as url:
         server_host, _, server_port = url.rpartition(":")
         connect_env["AIRFLOW_CONN_BENCH_CONNECT"] = json.dumps(
@@ -170,16 +226,26 @@ def main() -> int:
             subprocess.run([spark_submit, "--master", "local[2]", str(work / "noop.py")],
                            check=True, env=bare_env, capture_output=True)  # fmt: skip
             times["bare"].append(time.monotonic() - started)
+            times["no_airflow"].append(no_airflow_batch(url, bare_env_topology,
+                                                        phases["no_airflow"]))  # fmt: skip
             print(f"run {i + 1}: submit mode {times['submit'][-1]:.1f}s "
                   f"(command {times['submit_cmd'][-1]:.1f}s), connect mode "
                   f"{times['connect'][-1]:.1f}s (command {times['connect_cmd'][-1]:.1f}s), "
-                  f"bare spark-submit {times['bare'][-1]:.1f}s", flush=True)  # fmt: skip
+                  f"bare spark-submit {times['bare'][-1]:.1f}s, no Airflow "
+                  f"{times['no_airflow'][-1]:.2f}s", flush=True)  # fmt: skip
     med = {k: statistics.median(v) for k, v in times.items()}
     print(f"median sensor->commit: submit mode {med['submit']:.1f}s, connect mode "
           f"{med['connect']:.1f}s; whole command: {med['submit_cmd']:.1f}s / "
           f"{med['connect_cmd']:.1f}s; bare spark-submit {med['bare']:.1f}s")  # fmt: skip
     print(show_phases("submit", phases["submit"]))
     print(show_phases("connect", phases["connect"]))
+    print(show_phases("no_airflow", phases["no_airflow"]))
+    spread = {k: (min(v), max(v)) for k, v in times.items()}
+    print(f"connect mode ({args.layout}) {med['connect']:.2f}s "
+          f"[{spread['connect'][0]:.2f}-{spread['connect'][1]:.2f}], the same lifecycle without "
+          f"Airflow {med['no_airflow']:.2f}s "
+          f"[{spread['no_airflow'][0]:.2f}-{spread['no_airflow'][1]:.2f}]: "
+          f"x{med['connect'] / med['no_airflow']:.2f}")  # fmt: skip
     print(f"latency_connect_s={med['connect']:.2f}")
     print(f"ratio_submit={med['submit'] / med['bare']:.2f}")
     print(f"ratio={med['connect'] / med['bare']:.2f}")
