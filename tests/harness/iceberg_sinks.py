@@ -65,7 +65,7 @@ class FailOnce:
     def __init__(self, inner: Any, switch: list[str | None] | None = None) -> None:
         self.inner = inner
         self.state_type = inner.state_type
-        self._switch = [None] if switch is None else switch  # shared with located copies
+        self._switch: list[str | None] = [None] if switch is None else switch  # shared with copies
 
     def arm(self, when: str) -> None:
         self._switch[0] = when
