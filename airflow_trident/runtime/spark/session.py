@@ -102,7 +102,7 @@ def remote_session(url: str) -> Iterator[SparkSession]:
         it).
 
     Example: ``with remote_session("sc://127.0.0.1:15002") as spark: spark.range(3).count()``
-    (needs a running server, see ``airflow_trident.testing.connect``).
+    (needs a running server, ``pyspark/sbin/start-connect-server.sh``; docs/howto/operators.md).
     """
     # pyspark marks the whole process as a Connect client (SPARK_CONNECT_MODE_ENABLED, ...): a
     # spark-submit started later by the same worker process (a Spark commit, under `airflow dags
