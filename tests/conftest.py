@@ -37,6 +37,19 @@ export_project_path()  # before any test starts a process that imports tests.har
 
 
 @pytest.fixture(autouse=True)
+def _own_connection_declarations() -> Iterator[None]:
+    """Each test sees only the source/sink connections it declares: a job ships every declared
+    connection, so one test's ``conn_id`` must not reach another test's Spark job."""
+    from airflow_trident import connections
+
+    saved = connections.declared()
+    connections._DECLARED.clear()
+    yield
+    connections._DECLARED.clear()
+    connections._DECLARED.update(saved)
+
+
+@pytest.fixture(autouse=True)
 def _fresh_memory_stores() -> Iterator[None]:
     reset_memory_stores()
     yield

@@ -77,7 +77,7 @@ def test_status_reports_txids_phases_commits_and_lag_as_the_ledger_and_zookeeper
         (4, "committing", 1, "run_4"),
         (5, "processed", 1, "run_5"),
         (6, "processing", 1, "run_6"),
-        (7, "begun", 0, "run_7"),
+        (7, "begun", None, "run_7"),  # begun, no processing attempt yet
     ]
     assert all(b.since is not None and b.since <= status.collected_at for b in status.in_flight)
     # And the last commits are the ledger's rows, with both durations measured
@@ -114,7 +114,8 @@ def test_status_text_and_json_say_the_same(steps: BatchSteps, zk_store: Coordina
     assert [b["phase"] for b in data["in_flight"]] == [
         "committing", "processed", "processing", "begun"]  # fmt: skip
     assert data["lag"][0] == {"spout": "lines", "partition": "p0", "as_of_txid": 5,
-                              "pending": SENTENCES - 25}  # fmt: skip
+                              "pending": SENTENCES - 25, "unit": "tuples",
+                              "detail": None}  # fmt: skip
 
 
 def test_without_ledger_topology_or_staging_the_status_says_what_it_cannot_tell(

@@ -274,7 +274,7 @@ def test_the_catalog_comes_from_the_run_state_database_or_a_connection(
     )
     by_conn = iceberg_state(name, "topo.c", catalog_conn_id="iceberg_test")
     assert rows_of(by_conn, "x", "trident_txid") == [(1, 1)]
-    with pytest.raises(MissingConnectionError, match="AIRFLOW_CONN_NOPE is not set"):
+    with pytest.raises(MissingConnectionError, match="AIRFLOW_CONN_NOPE"):
         iceberg_state(name, "topo.c", catalog_conn_id="nope").load_table()
 
 
