@@ -178,8 +178,13 @@ class IcebergStateFactory:
             return None
 
     def create_table(self, schema: pa.Schema) -> Any:
-        """Create the table (namespace, schema, partition spec) unless another writer did."""
-        from pyiceberg.exceptions import TableAlreadyExistsError
+        """Create the table (namespace, schema, partition spec) unless another writer did.
+
+        Commit partitions run as parallel Spark tasks, so two may create the table at once:
+        the loser sees ``TableAlreadyExistsError`` or, from the SQL catalog's requirement check,
+        ``CommitFailedException("Table already exists")``; either way it loads the winner's table.
+        """
+        from pyiceberg.exceptions import CommitFailedException, TableAlreadyExistsError
         from pyiceberg.transforms import parse_transform
 
         catalog = self.load_catalog()
@@ -196,6 +201,9 @@ class IcebergStateFactory:
             tx.commit_transaction()
         except TableAlreadyExistsError:
             pass
+        except CommitFailedException:
+            if not catalog.table_exists(self.table):
+                raise
         return catalog.load_table(self.table)
 
     def make_state(self, partition_index: int = 0, num_partitions: int = 1) -> IcebergState:

@@ -231,6 +231,36 @@ def test_the_partition_spec_is_the_users(catalog: dict[str, str]) -> None:
     assert rows_of(factory, "k", "n") == [("a", 1), ("b", 2)]
 
 
+def test_two_partitions_creating_the_table_at_once_both_commit(
+    catalog: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given two commit partitions of the first batch, the second's catalog creating the table
+    # between the first's create transaction and its commit (as parallel Spark tasks do)
+    factory = iceberg_state(table_name(), "topo.race", catalog=catalog)
+    real_load = factory.load_catalog
+    raced: list[bool] = []
+
+    def racing_catalog() -> Any:
+        loaded = real_load()
+        real_create = loaded.create_table_transaction
+
+        def create_then_lose(name: str, **kwargs: Any) -> Any:
+            tx = real_create(name, **kwargs)
+            if not raced:  # the other writer, once
+                raced.append(True)
+                commit(factory.make_state(1, 2), 1, [{"k": "b", "n": 2}])
+            return tx
+
+        monkeypatch.setattr(loaded, "create_table_transaction", create_then_lose)
+        return loaded
+
+    monkeypatch.setattr(factory, "load_catalog", racing_catalog)
+    # When the first partition commits, it loses the race to create the table
+    commit(factory.make_state(0, 2), 1, [{"k": "a", "n": 1}])
+    # Then both partitions' rows are in the one table, each once
+    assert rows_of(factory, "k", "n") == [("a", 1), ("b", 2)]
+
+
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
