@@ -28,12 +28,14 @@ import contextlib
 import json
 import logging
 from collections.abc import Callable, Sequence
-
-from pyarrow import fs
+from typing import TYPE_CHECKING
 
 from airflow_trident.errors import TridentError, decode_error, encode_error
 from airflow_trident.names import encode_segment
 from airflow_trident.runtime.staging import StagingArea
+
+if TYPE_CHECKING:  # the file system comes from StagingArea: pyarrow only when a job reports
+    from pyarrow import fs
 
 __all__ = ["clear_job_error", "read_job_error", "reporting_errors", "write_job_error"]
 

@@ -8,6 +8,9 @@ incomplete, from another attempt, computed from other metadata, or whose files d
 rows it lists (Trident's expected tuple counts, between our two processes).
 
 The root may be a local path or any URI ``pyarrow.fs`` understands (``hdfs://``, ``s3://``...).
+``pyarrow`` is imported by the functions that read or write files, not with this module: every
+Airflow task process imports it (through the batch lifecycle) while parsing its DAG file, and
+only the steps that touch the staging use Arrow.
 """
 
 from __future__ import annotations
@@ -17,16 +20,16 @@ import json
 import pickle
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
-
-import pyarrow as pa
-import pyarrow.parquet as pq
-from pyarrow import fs
+from typing import TYPE_CHECKING, Any
 
 from airflow_trident.attempt import TransactionAttempt
 from airflow_trident.errors import BatchIncompleteError
 from airflow_trident.runtime.result import ProcessResult, StagedState
 from airflow_trident.tuple import Fields
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyarrow import fs
 
 __all__ = [
     "MANIFEST",
@@ -49,6 +52,8 @@ def meta_digest(metas: Mapping[str, Any]) -> str:
 
 def rows_to_table(fields: Fields, rows: Sequence[tuple[Any, ...]]) -> pa.Table:
     """An Arrow table of ``rows``; a column Arrow cannot type is kept as JSON text."""
+    import pyarrow as pa
+
     arrays, json_columns = [], []
     for i, name in enumerate(fields):
         values = [r[i] for r in rows]
@@ -89,6 +94,8 @@ class StagingArea:
 
     def filesystem(self) -> tuple[fs.FileSystem, str]:
         """The ``pyarrow`` file system of the root, and the root as a path in it."""
+        from pyarrow import fs
+
         filesystem, path = (
             fs.FileSystem.from_uri(self.root)
             if "://" in self.root
@@ -105,6 +112,8 @@ class StagingArea:
         self, attempt: TransactionAttempt, result: ProcessResult, metas: Mapping[str, Any]
     ) -> dict[str, Any]:
         """Stage ``result`` (from the local runtime) and write the manifest; return it."""
+        import pyarrow.parquet as pq
+
         filesystem, _ = self.filesystem()
         directory = self.path(attempt)
         filesystem.create_dir(directory, recursive=True)
@@ -203,6 +212,8 @@ class StagingArea:
         BatchIncompleteError
             If the file is missing or holds another number of rows than listed.
         """
+        import pyarrow.parquet as pq
+
         filesystem, _ = self.filesystem()
         where = (
             f"txid {manifest['txid']} attempt {manifest['attempt_id']} of topology "
@@ -276,6 +287,8 @@ class StagingArea:
 
     def remove_before(self, txid: int) -> int:
         """Delete the staging of txids below ``txid``; return how many txids were removed."""
+        from pyarrow import fs
+
         filesystem, base = self.filesystem()
         root = f"{base}/{self.topology}"
         selector = fs.FileSelector(root, allow_not_found=True)
