@@ -101,7 +101,8 @@ class BatchSteps(CommitSteps):
             plan = self.plan(txid)
             log.info("topology %s: txid %d already committed", self.topology.name, txid)
             return BatchReport(txid, plan.attempt.attempt_id, 0, {}, committed=False)
-        plan = self.plan(txid)  # the attempt the begin recorded
+        # every processing is a new attempt (1 is the first), as the DAG's process task starts
+        plan = self.new_attempt(txid)
         result = self.processor.process(txid, self.emit(plan))
         batch = MemoryBatch(self, result)
         summary = self._commit(plan, batch.manifest(), batch, reprocess_stale=True)

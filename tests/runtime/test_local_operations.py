@@ -376,9 +376,10 @@ def test_failed_exception_fails_only_that_batch_which_is_replayed() -> None:
         "source not ready, replay this batch; the batch is not committed"
     )
     assert isinstance(failed.value.__cause__, FailedException)
-    # And the replay of the same txid commits
+    # And the replay of the same txid commits, numbered as a cleared DAG run's (begin 2,
+    # processing attempt 3; the failed run processed as attempt 1)
     report = runner.run_batch(run_id="r1")
-    assert (report.txid, report.attempt_id, runner.state("flaky").get()) == (1, 1, 6)
+    assert (report.txid, report.attempt_id, runner.state("flaky").get()) == (1, 3, 6)
 
 
 def test_failed_exception_in_an_aggregator_names_the_step() -> None:
