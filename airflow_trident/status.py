@@ -18,7 +18,7 @@ from contextlib import contextmanager
 import sqlalchemy as sa
 
 from airflow_trident.batch.ledger import CommitLedger
-from airflow_trident.batch.status import StatusCollector, TopologyStatus
+from airflow_trident.batch.status import RunStatus, StatusCollector, TopologyStatus
 from airflow_trident.errors import ConfigurationError, MissingConnectionError
 from airflow_trident.hooks import config
 from airflow_trident.hooks.dag_tasks import DagTopology, dag_topology, trident_dag_ids
@@ -26,7 +26,14 @@ from airflow_trident.hooks.trident import TridentHook
 from airflow_trident.runtime.reference import load_topology
 from airflow_trident.runtime.staging import StagingArea
 
-__all__ = ["DagTopology", "collect_status", "dag_topology", "status_command", "trident_dag_ids"]
+__all__ = [
+    "DagTopology",
+    "collect_run_status",
+    "collect_status",
+    "dag_topology",
+    "status_command",
+    "trident_dag_ids",
+]
 
 
 def collect_status(target: DagTopology, *, last: int = 10) -> TopologyStatus:
@@ -39,6 +46,26 @@ def collect_status(target: DagTopology, *, last: int = 10) -> TopologyStatus:
     CoordinatorUnavailableError
         If ZooKeeper does not answer.
     """
+    with _collector(target, last=last) as collector:
+        return collector.collect(dag_id=target.dag_id)
+
+
+def collect_run_status(target: DagTopology, run_id: str) -> RunStatus:
+    """What run ``run_id`` of ``target`` is to its topology (its txid as soon as its begin
+    bound it in ZooKeeper, and that batch's phase), read as :func:`collect_status` reads.
+
+    Raises
+    ------
+    MissingConnectionError, CoordinatorUnavailableError
+        As :func:`collect_status`.
+    """
+    with _collector(target, last=1) as collector:
+        return collector.run(run_id, dag_id=target.dag_id)
+
+
+@contextmanager
+def _collector(target: DagTopology, *, last: int) -> Iterator[StatusCollector]:
+    """A status collector over ``target``'s connections, for the time of one read."""
     hook = TridentHook(zookeeper_conn_id=target.zookeeper_conn_id,
                        state_conn_id=target.state_conn_id)  # fmt: skip
     try:
@@ -50,14 +77,13 @@ def collect_status(target: DagTopology, *, last: int = 10) -> TopologyStatus:
     engine = sa.create_engine(url) if url else None
     try:
         with hook.coordinator_store(topology.name) as store:
-            collector = StatusCollector(
+            yield StatusCollector(
                 store,
                 ledger=CommitLedger(engine) if engine is not None else None,
                 topology=topology,
                 staging=_staging(target.staging_root, topology.name),
                 last=last,
             )
-            return collector.collect(dag_id=target.dag_id)
     finally:
         if engine is not None:
             engine.dispose()  # the api-server calls this per request: keep no pool behind

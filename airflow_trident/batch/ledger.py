@@ -134,6 +134,16 @@ class CommitLedger:
             )
             return [dict(r._mapping) for r in reversed(result.all())]
 
+    def row(self, topology: str, txid: int) -> dict[str, Any] | None:
+        """The commit of ``txid`` as :meth:`recent` gives it (``None`` if not recorded)."""
+        table = self._table()
+        columns = [c for c in table.c if c.name != "batch_meta"]
+        with self._engine.connect() as conn:
+            found = conn.execute(
+                sa.select(*columns).where(table.c.topology == topology, table.c.txid == txid)
+            ).first()
+        return None if found is None else dict(found._mapping)
+
     def batch_meta(self, topology: str, txid: int) -> dict[str, Any] | None:
         """The archived metadata of committed batch ``txid`` (``None`` if not recorded)."""
         table = self._table()

@@ -44,7 +44,13 @@ from kazoo.exceptions import NoNodeError
 
 from airflow_trident.attempt import TransactionAttempt
 from airflow_trident.batch.ledger import CommitLedger
-from airflow_trident.batch.status_report import PHASES, BatchStatus, PartitionLag, TopologyStatus
+from airflow_trident.batch.status_report import (
+    PHASES,
+    BatchStatus,
+    PartitionLag,
+    RunStatus,
+    TopologyStatus,
+)
 from airflow_trident.coordination.paths import parse_txid_node, txid_node
 from airflow_trident.coordination.store import CoordinatorStore
 from airflow_trident.graph import spout_shape
@@ -53,7 +59,14 @@ from airflow_trident.runtime.staging import MANIFEST, StagingArea
 from airflow_trident.spout.lag import lag_after, reports_lag
 from airflow_trident.topology import TridentTopology
 
-__all__ = ["PHASES", "BatchStatus", "PartitionLag", "StatusCollector", "TopologyStatus"]
+__all__ = [
+    "PHASES",
+    "BatchStatus",
+    "PartitionLag",
+    "RunStatus",
+    "StatusCollector",
+    "TopologyStatus",
+]
 
 log = logging.getLogger(__name__)
 
@@ -131,6 +144,21 @@ class StatusCollector:
             dag_id=dag_id,
             notes=tuple(notes),
         )
+
+    def run(self, run_id: str, *, dag_id: str | None = None) -> RunStatus:
+        """What run ``run_id`` is to the topology: its txid from the moment its begin bound it
+        in ZooKeeper (a run in flight, not only a finished one), and that batch's status."""
+        committed = self.store.committed_txid()
+        txid = self.store.txid_for_run(run_id)
+        batch: BatchStatus | None = None
+        if txid is not None and txid > committed:
+            batch = self._in_flight(txid, run_id)
+        elif txid is not None:
+            row = None if self.ledger is None else self.ledger.row(self.store.paths.topology, txid)
+            batch = (BatchStatus(txid, "committed") if row is None
+                     else self._committed(row, run_id))  # fmt: skip
+        return RunStatus(run_id, self.store.paths.topology, committed, datetime.now(UTC),
+                         txid=txid, batch=batch, dag_id=dag_id)  # fmt: skip
 
     # -- ZooKeeper ------------------------------------------------------------------------------
 

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any
 
-__all__ = ["PHASES", "BatchStatus", "PartitionLag", "TopologyStatus"]
+__all__ = ["PHASES", "BatchStatus", "PartitionLag", "RunStatus", "TopologyStatus"]
 
 PHASES = ("allocated", "begun", "processing", "processed", "committing", "committed")
 """The phases of a txid, in lifecycle order."""
@@ -204,3 +204,70 @@ class TopologyStatus:
 
 def _duration(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds:.2f} s"
+
+
+@dataclass(frozen=True)
+class RunStatus:
+    """What one run (a DAG run) is to its topology: the txid ZooKeeper binds it to, from the
+    moment its begin binds it, and that batch's phase (the run's Trident tab in the UI).
+
+    Examples
+    --------
+    >>> from datetime import datetime, UTC
+    >>> t0 = datetime(2026, 11, 23, 22, 0, tzinfo=UTC)
+    >>> RunStatus("manual__1", "word_count", 3, t0).summary()
+    'not bound to a txid yet: its begin has not run'
+    >>> RunStatus("manual__2", "word_count", 3, t0, txid=4,
+    ...           batch=BatchStatus(4, "processing", attempt_id=1)).summary()
+    'txid 4 · processing · attempt 1'
+    >>> replay = BatchStatus(2, "committed", attempt_id=1, run_id="manual__0",
+    ...                      replay_run_id="manual__3")
+    >>> RunStatus("manual__3", "word_count", 3, t0, txid=2, batch=replay).summary()
+    'replay of txid 2 (committed by manual__0: changes nothing)'
+    """
+
+    run_id: str
+    topology: str
+    committed_txid: int
+    collected_at: datetime
+    txid: int | None = None
+    """The txid the run is bound to (``None``: its begin has not run, or the binding of an old
+    txid was rotated away)."""
+    batch: BatchStatus | None = None
+    """That txid's status; for a committed one, ``run_id`` is the run that committed it."""
+    dag_id: str | None = None
+
+    @property
+    def is_replay(self) -> bool:
+        """Whether another run committed the txid (this run replays it, changing nothing)."""
+        committer = None if self.batch is None else self.batch.run_id
+        return (
+            self.batch is not None
+            and self.batch.phase == "committed"
+            and committer is not None
+            and committer != self.run_id
+        )
+
+    def summary(self) -> str:
+        """One line: ``txid 7 · processing · attempt 1``, or why there is none."""
+        if self.txid is None or self.batch is None:
+            return "not bound to a txid yet: its begin has not run"
+        if self.is_replay:
+            return (f"replay of txid {self.txid} (committed by {self.batch.run_id}: changes "
+                    f"nothing)")  # fmt: skip
+        attempt = "" if self.batch.attempt_id is None else f" · attempt {self.batch.attempt_id}"
+        return f"txid {self.txid} · {self.batch.phase}{attempt}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready (the view's ``/api/dags/<dag_id>/runs/<run_id>`` route)."""
+        return {
+            "run_id": self.run_id,
+            "topology": self.topology,
+            "dag_id": self.dag_id,
+            "txid": self.txid,
+            "committed_txid": self.committed_txid,
+            "collected_at": _iso(self.collected_at),
+            "summary": self.summary(),
+            "replay": self.is_replay,
+            "batch": None if self.batch is None else self.batch.to_dict(),
+        }

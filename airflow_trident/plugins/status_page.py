@@ -28,9 +28,9 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from html import escape
 
-from airflow_trident.batch.status import BatchStatus, TopologyStatus
+from airflow_trident.batch.status import BatchStatus, RunStatus, TopologyStatus
 
-__all__ = ["render_index", "render_page", "timeline_svg"]
+__all__ = ["render_index", "render_page", "render_run", "timeline_svg"]
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 16px; color: #1a202c; }
@@ -274,6 +274,67 @@ def render_page(status: TopologyStatus, *, json_href: str = "", refresh_s: int =
 <h2>Lag per source partition</h2>
 {lag}
 {notes}
+</body></html>
+"""
+
+
+def render_run(
+    status: RunStatus, *, topology_href: str = "", json_href: str = "", refresh_s: int = 10
+) -> str:
+    """The page of one run (its Trident tab): its txid from the moment its begin bound it,
+    that batch's phase, attempt and steps; refreshed every ``refresh_s`` seconds.
+
+    >>> from datetime import datetime, UTC
+    >>> t0 = datetime(2026, 11, 23, 22, 0, tzinfo=UTC)
+    >>> html = render_run(RunStatus("manual__1", "wc", 0, t0, txid=1,
+    ...                             batch=BatchStatus(1, "begun", begun_at=t0, since=t0)))
+    >>> '<span data-fact="run_txid">1</span>' in html, 'data-fact="run_phase">begun<' in html
+    (True, True)
+    """
+    batch = status.batch
+    title = f"Trident · run {status.run_id}"
+    facts = ""
+    if status.txid is not None:
+        facts = f"""<div class="facts">
+{_fact("txid", "txid", status.txid)}
+{_fact("phase", "phase", "replay" if status.is_replay else batch.phase if batch else "-")}
+{_fact("attempt_id", "attempt", _number(None if batch is None else batch.attempt_id))}
+{_fact("committed_txid", "committed txid (topology)", status.committed_txid)}
+</div>"""
+    steps = ""
+    if batch is not None:
+        moments = [("begun", batch.begun_at), ("process started", batch.process_started_at),
+                   ("processed", batch.processed_at), ("commit started", batch.commit_started_at),
+                   ("committed", batch.committed_at)]  # fmt: skip
+        rows = "".join(
+            f'<tr><td class="text">{label}</td><td data-field="{label.replace(" ", "_")}">'
+            f"{_when(moment)}</td></tr>"
+            for label, moment in moments
+        )
+        records = ""
+        if batch.records_in is not None:
+            records = f'<p>records in: <span data-field="records_in">{batch.records_in}</span></p>'
+        steps = f"<h2>Steps (UTC)</h2><table>{rows}</table>{records}"
+    phase = "" if batch is None else batch.phase
+    txid = "" if status.txid is None else str(status.txid)
+    links = " · ".join(
+        f'<a href="{escape(href)}">{label}</a>'
+        for label, href in (("topology", topology_href), ("JSON", json_href))
+        if href
+    )
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>
+<meta http-equiv="refresh" content="{refresh_s}"><style>{_STYLE}</style></head>
+<body data-topology="{escape(status.topology)}" data-run-id="{escape(status.run_id)}">
+<h1>{escape(title)}</h1>
+<p class="summary"><span data-fact="run_txid">{txid}</span>
+<span data-fact="run_phase">{escape(phase)}</span>
+<strong data-fact="run_summary">{escape(status.summary())}</strong></p>
+{facts}
+{steps}
+<p class="note">topology {escape(status.topology)}, read {_when(status.collected_at)} UTC from
+ZooKeeper (the run's txid binding) and the commit ledger, every {refresh_s} s
+{"· " + links if links else ""}</p>
 </body></html>
 """
 

@@ -1,9 +1,13 @@
 """The Trident status view inside the Airflow UI: an Airflow plugin with a FastAPI app.
 
-The api-server mounts the app under ``/trident-status`` and the UI shows it in two places:
+The api-server mounts the app under ``/trident-status`` and the UI shows it in three places:
 
 * a **Trident** tab on every DAG's page (``/dags/<dag_id>/plugin/trident-status``; a DAG that is
   not a Trident DAG says so), rendering ``/trident-status/dags/<dag_id>``;
+* a **Trident** tab on every DAG run's page (``/dags/<dag_id>/runs/<run_id>/plugin/trident-run``),
+  rendering ``/trident-status/dags/<dag_id>/runs/<run_id>``: the run's txid from the moment its
+  begin binds it in ZooKeeper (the run's note gets it only when the run ends: under a scheduler
+  no task may write the metadata database), and its batch's phase;
 * **Trident topologies** under *Browse*, listing the Trident DAGs the user may read.
 
 The routes, and how they are protected: :mod:`airflow_trident.plugins.status_app`. Every Airflow
@@ -23,7 +27,7 @@ __all__ = ["URL_PREFIX", "TridentStatusPlugin"]
 
 
 class TridentStatusPlugin(AirflowPlugin):
-    """Registers the status view's app and its two places in the UI."""
+    """Registers the status view's app and its three places in the UI."""
 
     name = "trident_status"
     fastapi_apps = [  # noqa: RUF012 (AirflowPlugin's own attributes are plain lists)
@@ -39,6 +43,12 @@ class TridentStatusPlugin(AirflowPlugin):
             "href": f"{URL_PREFIX}/dags/{{DAG_ID}}",
             "destination": "dag",
             "url_route": "trident-status",
+        },
+        {
+            "name": "Trident",
+            "href": f"{URL_PREFIX}/dags/{{DAG_ID}}/runs/{{RUN_ID}}",
+            "destination": "dag_run",
+            "url_route": "trident-run",
         },
         {
             "name": "Trident topologies",

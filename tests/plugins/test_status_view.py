@@ -174,6 +174,48 @@ def test_requests_airflow_does_not_authorize_are_rejected(
     assert "committed_txid" not in response.text
 
 
+def test_a_run_shows_its_txid_and_phase_from_the_moment_its_begin_bound_it(view: View) -> None:
+    # Given run_2 committed txid 2, run_4 processed txid 4, run_5 only begun txid 5 (in flight)
+    # When each run's facts are asked, and those of a run whose begin has not run
+    facts = {
+        run: view.client.get(f"/api/dags/{DAG_ID}/runs/{run}", headers=_bearer(view, "viewer"))
+        for run in ("run_2", "run_4", "run_5", "manual__not_begun")
+    }
+    # Then each run bound in ZooKeeper shows its txid and its batch's phase and attempt
+    assert all(r.status_code == 200 for r in facts.values()), {k: r.text for k, r in facts.items()}
+    data = {run: r.json() for run, r in facts.items()}
+    assert [(data[r]["txid"], data[r]["batch"]["phase"], data[r]["batch"]["attempt_id"])
+            for r in ("run_2", "run_4", "run_5")] == [
+        (2, "committed", 1), (4, "processed", 1), (5, "begun", None)]  # fmt: skip
+    assert data["run_5"]["summary"] == "txid 5 · begun"
+    assert data["run_2"]["batch"]["run_id"] == "run_2"  # it committed it: no replay
+    assert (data["run_2"]["replay"], data["run_2"]["committed_txid"]) == (False, 3)
+    # And a run not bound yet says so, with no txid
+    assert (data["manual__not_begun"]["txid"], data["manual__not_begun"]["summary"]) == (
+        None, "not bound to a txid yet: its begin has not run")  # fmt: skip
+
+
+def test_a_runs_page_shows_its_txid_and_refuses_whom_airflow_does(view: View) -> None:
+    # When a run's page (its Trident tab) is opened with the UI's session cookie
+    view.client.cookies.set("_token", view.tokens["viewer"])
+    try:
+        page = view.client.get(f"/dags/{DAG_ID}/runs/run_4")
+    finally:
+        view.client.cookies.clear()
+    # Then it names the run's txid and phase
+    assert page.status_code == 200, page.text
+    assert '<span data-fact="run_txid">4</span>' in page.text
+    assert '<strong data-fact="run_summary">txid 4 · processed · attempt 1</strong>' in page.text
+    # And without credentials, or as a user who may not read the DAG, nothing is shown
+    for headers, status in (({}, 401), (_bearer(view, "none"), 403)):
+        denied = view.client.get(f"/api/dags/{DAG_ID}/runs/run_4", headers=headers)
+        assert (denied.status_code, "run_txid" in denied.text) == (status, False)
+    # And an unknown DAG is a 404 naming it
+    missing = view.client.get("/api/dags/nope/runs/run_4", headers=_bearer(view, "viewer"))
+    assert missing.status_code == 404
+    assert "DAG 'nope'" in missing.json()["detail"]
+
+
 def test_an_unknown_dag_is_a_404_naming_it(view: View) -> None:
     response = view.client.get("/api/dags/nope", headers=_bearer(view, "viewer"))
     assert response.status_code == 404
@@ -201,6 +243,9 @@ def test_airflow_loads_the_plugin_with_its_app_and_ui_entries(auth_manager: Any)
     assert ours["trident-status"].destination == "dag"
     assert ours["trident-status"].href == "/trident-status/dags/{DAG_ID}"
     assert ours["trident-topologies"].destination == "nav"
+    # And every run's page has a Trident tab of its own (its txid while it runs)
+    assert ours["trident-run"].destination == "dag_run"
+    assert ours["trident-run"].href == "/trident-status/dags/{DAG_ID}/runs/{RUN_ID}"
 
 
 def test_the_page_module_needs_no_file_outside_itself() -> None:
