@@ -100,12 +100,25 @@ def batch(n: int, size: int, seed: int = 11) -> tuple[list[tuple[str]], list[int
     return keys, [rng.randint(1, 9) for _ in keys]
 
 
-def commit_once(state: object, txid: int, keys: list[tuple[str]], deltas: list[int]) -> float:
-    started = time.perf_counter()
+def commit_once(
+    state: object, txid: int, keys: list[tuple[str]], deltas: list[int]
+) -> tuple[float, float, float]:
+    """Seconds of ``begin_commit``, ``multi_combine`` (COPY + upsert) and ``commit`` (fsync)."""
+    t0 = time.perf_counter()
     state.begin_commit(txid)  # type: ignore[attr-defined]
+    t1 = time.perf_counter()
     state.multi_combine(keys, deltas, CombineOp.SUM)  # type: ignore[attr-defined]
+    t2 = time.perf_counter()
     state.commit(txid)  # type: ignore[attr-defined]
-    return time.perf_counter() - started
+    return t1 - t0, t2 - t1, time.perf_counter() - t2
+
+
+def last_txid(raw: psycopg.Connection, tables: list[str]) -> int:
+    """The highest txid stored in ``tables`` (a table kept by an earlier run holds its txids:
+    this run's commits must come after them, or opaque state would see them as replays)."""
+    found = [raw.execute(f"SELECT coalesce(max(txid), 1) FROM {t}").fetchone() for t in tables]
+    raw.commit()
+    return max(int(row[0]) if row else 1 for row in found)
 
 
 def undo_new(raw: psycopg.Connection, table: str, keys: list[tuple[str]]) -> None:
@@ -158,33 +171,45 @@ def main() -> int:
     print(f"{args.state_type} state, txid_index={args.txid_index}, batch {args.batch:,} keys "
           f"(half new), median of {args.runs}, {describe_url(engine)}")  # fmt: skip
     times: dict[int, list[float]] = {n: [] for n in sizes}
+    combines: dict[int, list[float]] = {n: [] for n in sizes}  # COPY + upsert
     with psycopg.connect(libpq_url) as raw:
         try:
             for n in sizes:
                 print(f"loaded {n:,} keys in {load(raw, url, n, args):.1f} s", flush=True)
             states = {n: factory(url, n, args).make_state() for n in sizes}
             batches = {n: batch(n, args.batch) for n in sizes}
+            base = last_txid(raw, [f"{args.prefix}_{n}" for n in sizes])  # --reuse: go on
             for n in sizes:  # untimed warm-up: caches, the temporary table's catalog entries
-                commit_once(states[n], 2, *batches[n])
+                commit_once(states[n], base + 1, *batches[n])
                 undo_new(raw, f"{args.prefix}_{n}", batches[n][0])
             for run in range(args.runs):
                 for n in sizes if run % 2 == 0 else reversed(sizes):
-                    seconds = commit_once(states[n], 3 + run, *batches[n])
+                    steps = commit_once(states[n], base + 2 + run, *batches[n])
                     undo_new(raw, f"{args.prefix}_{n}", batches[n][0])
-                    times[n].append(seconds)
-                    print(f"  run {run + 1} {n:>12,} keys stored: {seconds * 1000:7.1f} ms",
-                          flush=True)  # fmt: skip
+                    times[n].append(sum(steps))
+                    combines[n].append(steps[1])
+                    print(f"  run {run + 1} {n:>12,} keys stored: {sum(steps) * 1000:7.1f} ms "
+                          f"(begin {steps[0] * 1000:.1f}, multi_combine {steps[1] * 1000:.1f}, "
+                          f"commit {steps[2] * 1000:.1f})", flush=True)  # fmt: skip
             if args.explain:
                 for n in sizes:
-                    explain(raw, url, n, args, *batches[n], txid=100 + args.runs)
+                    explain(raw, url, n, args, *batches[n], txid=base + 100 + args.runs)
         finally:
             if not args.keep:
                 for n in sizes:
                     raw.execute(f"DROP TABLE IF EXISTS {args.prefix}_{n}")
                 raw.commit()
     small, large = (statistics.median(times[n]) for n in sizes)
-    print(f"commit of {args.batch:,} keys: {small * 1000:.1f} ms with {args.small:,} stored, "
-          f"{large * 1000:.1f} ms with {args.large:,} stored (medians)")  # fmt: skip
+
+    def spread(xs: list[float]) -> str:
+        return f"{statistics.median(xs) * 1000:.1f} ms [{min(xs) * 1000:.1f}-{max(xs) * 1000:.1f}]"
+
+    print(f"commit of {args.batch:,} keys: {spread(times[args.small])} with {args.small:,} "
+          f"stored, {spread(times[args.large])} with {args.large:,} stored "
+          f"(median [min-max]); of which multi_combine (COPY + upsert) "
+          f"{spread(combines[args.small])} vs {spread(combines[args.large])}")  # fmt: skip
+    combine_small, combine_large = (statistics.median(combines[n]) for n in sizes)
+    print(f"multi_combine_ratio={combine_large / combine_small:.2f}")
     print(f"ratio={large / small:.2f}")
     return 0
 

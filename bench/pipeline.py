@@ -15,6 +15,16 @@ the deferring try), and the retry commits nothing twice. Each phase checks its c
 the expected ones and prints where the time went (mean task durations, scheduling gaps, how
 many ``process`` tasks ran at once, the machine's CPU use).
 
+Airflow's CPU per batch (issue 21's target: <= 1.5 CPU-s per pipelined batch, express) is
+counted from ``/proc``, per component, over each phase: user + system seconds of every live
+process under a component plus what its reaped children used (``cutime``/``cstime``), so a task
+process that ended during the phase is counted once, in its supervisor. ``tasks`` are the
+scheduler's children (LocalExecutor workers: the task supervisors) and theirs (the task
+processes, which parse the DAG file and run the step); ``airflow`` adds the scheduler's own loop,
+the DAG processor, the triggerer and the API server (which serves the tasks' Execution API
+calls). The Spark Connect server and ZooKeeper are not Airflow: the machine-wide figure includes
+them. Printed as ``cpu_s_per_batch_<phase>_<part>=`` lines.
+
 Last line: ``ratio=<pipelined batches per minute / serial batches per minute>`` (target >= 2.5).
 
     eval "$(bash scripts/services.sh env)"   # needs ZooKeeper and PostgreSQL
@@ -135,14 +145,60 @@ def cpu_busy_seconds() -> float:
     return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
+def _proc_stats() -> dict[int, tuple[int, float, float]]:
+    """pid -> (ppid, own user+system seconds, reaped children's user+system seconds)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    stats = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:  # ended meanwhile
+            continue
+        ppid, utime, stime, cutime, cstime = (int(fields[i]) for i in (1, 11, 12, 13, 14))
+        stats[int(entry)] = (ppid, (utime + stime) / tick, (cutime + cstime) / tick)
+    return stats
+
+
+def airflow_cpu_seconds(af: AirflowCluster) -> dict[str, float]:
+    """CPU seconds used so far by each Airflow component's process tree (see the module doc):
+    ``tasks`` (the scheduler's descendants and what they reaped), ``scheduler`` (its own loop),
+    ``dag-processor``, ``triggerer``, ``api-server`` (each with its descendants)."""
+    stats = _proc_stats()
+    children: dict[int, list[int]] = defaultdict(list)
+    for pid, (ppid, _, _) in stats.items():
+        children[ppid].append(pid)
+
+    def tree(pid: int) -> float:
+        _, own, reaped = stats.get(pid, (0, 0.0, 0.0))
+        return own + reaped + sum(tree(c) for c in children[pid])
+
+    cpu = {}
+    for name, process in af.processes.items():
+        if name == "scheduler":
+            _, own, reaped = stats.get(process.pid, (0, 0.0, 0.0))
+            cpu["scheduler"] = own
+            cpu["tasks"] = reaped + sum(tree(c) for c in children[process.pid])
+        else:
+            cpu[name] = tree(process.pid)
+    return cpu
+
+
 def run_phase(af: AirflowCluster, phase: Phase, batches: int, state_db: Path) -> Result:
     load_before = os.getloadavg()[0]
     busy_before = cpu_busy_seconds()
+    airflow_before = airflow_cpu_seconds(af)
     started = time.monotonic()
     run_ids = [af.trigger(phase.dag_id) for _ in range(batches)]
     runs = af.wait_for_runs(phase.dag_id, run_ids, timeout_s=120 + 90 * batches)
     wall = time.monotonic() - started
     busy = cpu_busy_seconds() - busy_before
+    airflow_after = airflow_cpu_seconds(af)
+    per_batch = {k: (airflow_after[k] - airflow_before.get(k, 0.0)) / batches
+                 for k in airflow_after}  # fmt: skip
+    per_batch["airflow"] = sum(per_batch.values())
     failed = [r.run_id for r in runs if r.state != "success"]
     if failed:
         print(af.describe(phase.dag_id))
@@ -162,9 +218,15 @@ def run_phase(af: AirflowCluster, phase: Phase, batches: int, state_db: Path) ->
     cores = os.cpu_count() or 1
     detail = breakdown(af, phase, runs, seconds) + (
         f"\n  machine CPU busy {100 * busy / (wall * cores):.0f}% of {cores} cores "
-        f"({busy / batches:.1f} CPU-s per batch, all processes)"
+        f"({busy / batches:.1f} CPU-s per batch, all processes)\n"
+        f"  Airflow CPU-s per batch: {per_batch['airflow']:.2f} ("
+        + ", ".join(f"{k} {v:.2f}" for k, v in per_batch.items() if k != "airflow")
+        + ")"
     )
     print(detail, flush=True)
+    for part in ("airflow", "tasks"):
+        print(f"cpu_s_per_batch_{phase.name}_{part}={per_batch[part]:.2f}")
+    print(f"cpu_s_per_batch_{phase.name}_machine={busy / batches:.2f}", flush=True)
     return Result(phase, batches, seconds, correct, detail)
 
 
