@@ -107,3 +107,22 @@ def opaque_words() -> TridentTopology:
         .persistent_aggregate(factory, Count(), ["count"], name="counts")
     )
     return topology
+
+
+SCHEMA_NAME = "spark_commit_schema_words"
+SCHEMA = "trident_spark_schema"
+"""The PostgreSQL schema of :func:`words_in_schema`'s state (created by its first commit)."""
+
+
+def words_in_schema() -> TridentTopology:
+    """sentences -> split -> group by word -> opaque count in ``trident_spark_schema.counts``."""
+    topology = TridentTopology(SCHEMA_NAME)
+    factory = sql_state(None, f"{SCHEMA}.counts", "opaque", key_fields=("word",),
+                        value_type="bigint")  # fmt: skip
+    (
+        topology.new_stream("sentences", MemoryTransactionalSpout(DATA, ["sentence"], TAKE))
+        .each(["sentence"], Split(), ["word"])
+        .group_by(["word"])
+        .persistent_aggregate(factory, Count(), ["count"], name="counts")
+    )
+    return topology
