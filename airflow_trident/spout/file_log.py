@@ -45,6 +45,7 @@ import io
 import json
 import logging
 import os
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -68,6 +69,10 @@ from airflow_trident.spout.ranges import emit_range
 __all__ = ["FileLogSpout", "FileRange", "OpaqueFileLogSpout"]
 
 log = logging.getLogger(__name__)
+
+#: With ``trust_mtime``, a directory whose modification and change times are at least this old
+#: (by the worker's clock) when it is listed gets a stamp: no landing can share its times since.
+_SETTLED_NS = 10 * 10**9
 
 Row = tuple[Any, ...]
 
@@ -111,6 +116,7 @@ class _FileLog:
         rescue: bool = False,
         infer_schema: bool = False,
         nested: bool = False,
+        trust_mtime: bool = False,
     ) -> None:
         if format not in FORMATS:
             msg = f"file log format {format!r} is not one of {FORMATS}"
@@ -145,6 +151,12 @@ class _FileLog:
                 msg = f"file log {name} must be >= 1 (or None for no limit), got {limit}"
                 raise ConfigurationError(msg)
         self.root = os.fspath(root)
+        if trust_mtime and "://" in self.root and not self.root.startswith("file://"):
+            msg = (
+                f"file log trust_mtime=True trusts a local directory's times; {self.root!r} "
+                f"is listed whole every time. Hint: drop trust_mtime for this root"
+            )
+            raise ConfigurationError(msg)
         self.rescue = rescue
         self.output_fields = (*fields, RESCUED) if rescue else tuple(fields)
         self.format = format
@@ -153,6 +165,7 @@ class _FileLog:
         self.infer_schema = infer_schema
         self.max_files, self.max_bytes, self.max_records = max_files, max_bytes, max_records
         self.nested = nested
+        self.trust_mtime = trust_mtime
         self.dead_letter = None if dead_letter is None else os.fspath(dead_letter)
         self._fs: tuple[pafs.FileSystem, str, str] | None = None
         self._progress: Callable[[str, int], Any] | None = None
@@ -193,49 +206,83 @@ class _FileLog:
             raise SpoutUnavailableError(msg) from exc
         return sorted(n for n in names if not _hidden(n))
 
-    def new_files(self, partition: str, after: str) -> list[tuple[str, int]]:
+    def new_files(self, partition: str, after: str, listed: Any = None) -> list[tuple[str, int]]:
         """``(name, bytes)`` of the partition's landed files whose names sort after the mark
         ``after``, in name order (raises ``OSError`` when the partition cannot be listed).
 
         A file behind the mark (consumed) costs a name comparison and no ``stat``; with
-        ``nested``, a bucket directory behind the mark's is not even listed (local
-        filesystems; others: one recursive listing)."""
+        ``nested``, a bucket directory behind the mark's is not even listed, level by level
+        (local filesystems; others: one recursive listing). ``listed``: the previous batch's
+        ``"listed"`` stamp (``trust_mtime``), which lets an unchanged mark's directory go
+        unlisted."""
+        return self._discover(partition, after, listed)[0]
+
+    def _discover(
+        self, partition: str, after: str, listed: Any
+    ) -> tuple[list[tuple[str, int]], dict[str, tuple[tuple[int, int, int], str]]]:
+        """The new files (as :meth:`new_files`) and, with ``trust_mtime`` on a local
+        filesystem, the settled stamps of the directories listed: relative directory ->
+        (stamp, its last entry name; ``""`` when it has none)."""
         filesystem, base, _ = self.filesystem()
         directory = f"{base}/{partition}"
         mark = tuple(after.split("/")) if after else ()
+        seen: dict[str, tuple[tuple[int, int, int], str]] = {}
         if isinstance(filesystem, pafs.LocalFileSystem):
-            names = sorted(self._local_after(directory, (), mark))
-            if not names:
-                return []
-            infos = filesystem.get_file_info([f"{directory}/{'/'.join(n)}" for n in names])
-            return [("/".join(n), i.size) for n, i in zip(names, infos, strict=True)
-                    if i.type == pafs.FileType.File]  # fmt: skip
+            skip = None
+            if self.trust_mtime and isinstance(listed, dict) and mark:
+                stamp = listed.get("stamp")
+                if listed.get("dir") == "/".join(mark[:-1]) and isinstance(stamp, list):
+                    skip = tuple(stamp)
+            found = self._local_after(directory, (), mark, skip, seen)
+            return [("/".join(rel), size) for rel, size in sorted(found)], seen
         selector = pafs.FileSelector(directory, recursive=self.nested)
-        found = []
+        files = []
         for info in filesystem.get_file_info(selector):
             rel = tuple(info.path[len(directory) + 1 :].split("/"))
             if info.type == pafs.FileType.File and rel > mark and not any(map(_hidden, rel)):
-                found.append((rel, info.size))
-        return [("/".join(rel), size) for rel, size in sorted(found)]
+                files.append((rel, info.size))
+        return [("/".join(rel), size) for rel, size in sorted(files)], seen
 
     def _local_after(
-        self, directory: str, prefix: tuple[str, ...], mark: tuple[str, ...]
-    ) -> list[tuple[str, ...]]:
-        """The entries under ``directory`` (``prefix`` relative to the partition) after
-        ``mark``: files, and with ``nested`` the files of the bucket directories not behind
-        the mark's bucket (candidates: the caller keeps the files)."""
-        out: list[tuple[str, ...]] = []
-        with os.scandir(directory) as entries:
-            for entry in entries:
-                if _hidden(entry.name):
-                    continue
-                rel = (*prefix, entry.name)
-                if self.nested and rel < mark[: len(rel)]:
-                    continue  # a bucket (or file) behind the mark's bucket: consumed
+        self,
+        directory: str,
+        prefix: tuple[str, ...],
+        mark: tuple[str, ...],
+        skip: tuple[int, ...] | None,
+        seen: dict[str, tuple[tuple[int, int, int], str]],
+    ) -> list[tuple[tuple[str, ...], int]]:
+        """``(relative path, bytes)`` of the files under ``directory`` (``prefix`` relative
+        to the partition) after ``mark``: with ``nested``, level by level, only into the
+        directories named at or after the mark's at that level; the mark's own directory not
+        at all when its stamp is still ``skip`` (``trust_mtime``)."""
+        depth = len(prefix)
+        on_mark = prefix == mark[:depth]
+        bound = mark[depth] if on_mark and depth < len(mark) else ""
+        now, stamp = 0, (0, 0, 0)
+        if self.trust_mtime:
+            now = time.time_ns()  # before the stat: the stamp's age is a lower bound
+            st = os.stat(directory)
+            stamp = (st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
+            if on_mark and depth == len(mark) - 1 and stamp == skip:
+                seen["/".join(prefix)] = (stamp, bound)  # unchanged: nothing after the mark
+                return []
+        with os.scandir(directory) as listing:
+            entries = [e for e in listing if e.name >= bound and e.name[0] not in "_."]
+        if self.trust_mtime and now - max(stamp[1:]) > _SETTLED_NS:
+            seen["/".join(prefix)] = (stamp, max((e.name for e in entries), default=""))
+        out: list[tuple[tuple[str, ...], int]] = []
+        for entry in entries:
+            if on_mark and entry.name == bound and depth + 1 == len(mark):
+                continue  # the mark itself
+            rel = (*prefix, entry.name)
+            try:
                 if self.nested and entry.is_dir():
-                    out.extend(self._local_after(f"{directory}/{entry.name}", rel, mark))
-                elif rel > mark:
-                    out.append(rel)
+                    sub = f"{directory}/{entry.name}"
+                    out.extend(self._local_after(sub, rel, mark, skip, seen))
+                elif entry.is_file() and not (on_mark and entry.name == bound):
+                    out.append((rel, entry.stat().st_size))
+            except FileNotFoundError:
+                continue  # gone since listed (or a broken link): not landed
         return out
 
     # -- coordinator (both spouts) ---------------------------------------------------------------
@@ -251,8 +298,9 @@ class _FileLog:
         """True when some partition has a landed file after its newest batch's last file."""
         for partition in self.partitions():
             meta = self._progress(partition, txid) if self._progress is not None else None
+            meta = meta or {}
             try:
-                if self.new_files(partition, (meta or {}).get("after", "")):
+                if self.new_files(partition, meta.get("after", ""), meta.get("listed")):
                     return True
             except OSError:
                 continue  # unreadable for now: no new data from it
@@ -262,8 +310,8 @@ class _FileLog:
         """The files of ``partition`` landed after its batch ``partition_meta`` (every file
         before its first batch) and their bytes: the lag ``airflow-trident status`` shows
         (:mod:`airflow_trident.spout.lag`); one listing, no file is read."""
-        after = partition_meta.get("after", "") if isinstance(partition_meta, dict) else ""
-        files = self.new_files(partition, after)
+        meta = partition_meta if isinstance(partition_meta, dict) else {}
+        files = self.new_files(partition, meta.get("after", ""), meta.get("listed"))
         return Lag(len(files), "files", f"{sum(size for _, size in files):,} bytes")
 
     def get_ordered_partitions(self, all_partition_info: Any) -> Sequence[str]:
@@ -284,7 +332,8 @@ class _FileLog:
         added: list[str] = []
         taken: list[dict[str, Any]] = []
         records = size = 0
-        for name, nbytes in self.new_files(partition, after):
+        found, seen = self._discover(partition, after, (last or {}).get("listed"))
+        for name, nbytes in found:
             if taken and self._full(len(taken), size + nbytes, records):
                 break
             path = f"{base}/{partition}/{name}"
@@ -309,6 +358,10 @@ class _FileLog:
             "files": taken,
             "after": taken[-1]["name"] if taken else after,
         }
+        directory, _, leaf = meta["after"].rpartition("/")
+        stamp, last_name = seen.get(directory, (None, "\uffff"))
+        if stamp is not None and last_name <= leaf:  # nothing after the new mark in its directory
+            meta["listed"] = {"dir": directory, "stamp": list(stamp)}
         if known is not None:
             meta["schema"] = known
             if added:
@@ -473,6 +526,12 @@ class FileLogSpout(_FileLog):
     nested
         Files sit in bucket directories of each partition (``eu/2026-11-25/0001.jsonl``), read
         in path order; buckets behind the last file read are not listed.
+    trust_mtime
+        A local root only, on a disk filesystem of the machine that plans the batches (not
+        NFS, SMB or a FUSE mount of an object store): a batch that read every file of the
+        mark's directory, unchanged for 10 s, records the directory's inode, modification and
+        change times (``"listed"``); the next batches do not list it again while they are the
+        same (a landing there changes them). An idle partition then costs one ``stat``.
     """
 
     def get_partitioned_coordinator(self) -> FileLogSpout:
