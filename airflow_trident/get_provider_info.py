@@ -11,7 +11,7 @@ manager calls this function while Airflow itself is starting.
 >>> sorted(c["connection-type"] for c in info["connection-types"])
 ['trident_state', 'trident_zookeeper']
 >>> sorted(info["config"]["trident"]["options"])
-['embedded', 'home', 'staging_root', 'state_conn_id']
+['connect_session_reuse', 'embedded', 'home', 'staging_root', 'state_conn_id']
 >>> info["cli"], [p["name"] for p in info["plugins"]]
 (['airflow_trident.cli.get_cli_commands'], ['trident_notes', 'trident_drpc', 'trident_status'])
 """
@@ -222,6 +222,19 @@ CONFIG: dict[str, Any] = {
                 "type": "string",
                 "example": "false",
                 "default": "auto",
+            },
+            "connect_session_reuse": {
+                "description": (
+                    "Whether the Spark Connect tasks of a topology attach to one server-side "
+                    "session that outlives them, so its Python workers stay warm between "
+                    "batches (true), or each open and release a session of their own (false). "
+                    "The shared session is keyed by the topology, the provider version and a "
+                    "digest of the task's own code; the server ends it after its idle timeout."
+                ),
+                "version_added": _ADDED,
+                "type": "boolean",
+                "example": "false",
+                "default": "true",
             },
         },
     }

@@ -6,10 +6,11 @@ Each round lands one batch of new JSON-lines files (``{"sentence": "<10 words>"}
 runs one batch of each side over exactly those files, alternating which goes first:
 
 * *ours* (``process_mode="connect"``, as the DAG's tasks do it, without Airflow): ``begin`` on
-  the real ZooKeeper; open a session on the running Spark Connect server, a new attempt, the
+  the real ZooKeeper; attach to the topology's shared session on the running Spark Connect
+  server (``[trident] connect_session_reuse``, as the tasks do), a new attempt, the
   emit (a :class:`~airflow_trident.spout.file_log.FileLogSpout` range read by Spark), the plan
   on Spark (``Split -> group_by(word) -> persistent_aggregate(Count)``) and its staging as
-  Parquet, close the session; ``commit`` (the worker commit: the staged counts upserted into a
+  Parquet, detach from the session; ``commit`` (the worker commit: the staged counts upserted into a
   transactional ``sql_state`` in PostgreSQL, the txid's compare-and-set in ZooKeeper, the
   ledger row); ``success``.
 * *SSS*: ``spark.readStream.schema("sentence STRING").json(<root>/*/*.jsonl)`` (the same
@@ -114,6 +115,7 @@ class Ours:
 
     def batch(self, run_id: str) -> tuple[float, dict[str, float]]:
         from airflow_trident.batch.spark_job import stage_frames
+        from airflow_trident.hooks.spark import connect_share_key
         from airflow_trident.runtime.spark import SparkBatchProcessor
         from airflow_trident.runtime.spark.session import remote_session
 
@@ -129,7 +131,8 @@ class Ours:
         steps = self.steps
         txid = int(steps.begin(run_id)["txid"])
         lap("begin")
-        with remote_session(self.url) as spark:
+        # the topology's shared session, as the Connect tasks attach to it
+        with remote_session(self.url, share=connect_share_key(steps)) as spark:
             lap("session open")
             plan = steps.new_attempt(txid)
             sources = steps.emit(plan)

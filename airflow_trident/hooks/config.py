@@ -20,6 +20,11 @@ Options (declared with types and defaults in ``get_provider_info()["config"]``, 
     ``true`` always, ``false`` never. Otherwise the task fails with a
     :class:`~airflow_trident.errors.ConfigurationError` naming the option to set: a Celery or
     Kubernetes worker would otherwise stage into, or count into, a file only it can see.
+``connect_session_reuse``
+    Whether the Spark Connect tasks of a topology attach to one server-side session that
+    outlives them (``true``, default: its Python workers stay warm between batches; see
+    :func:`~airflow_trident.runtime.spark.session.remote_session`) or each open and release a
+    session of their own (``false``).
 
 Examples
 --------
@@ -41,6 +46,7 @@ from airflow_trident.errors import ConfigurationError
 
 __all__ = [
     "SECTION",
+    "connect_session_reuse",
     "embedded_allowed",
     "embedded_state_url",
     "setting",
@@ -100,6 +106,23 @@ def embedded_allowed() -> bool:
         msg = f"[{SECTION}] embedded is {mode!r}; hint: use auto, true or false"
         raise ConfigurationError(msg)
     return set(executors()) <= _SINGLE_MACHINE_EXECUTORS
+
+
+def connect_session_reuse() -> bool:
+    """``[trident] connect_session_reuse`` (default ``true``).
+
+    Raises
+    ------
+    ConfigurationError
+        If it is not ``true`` or ``false``.
+    """
+    value = (setting("connect_session_reuse") or "true").strip().lower()
+    if value in ("true", "1", "yes"):
+        return True
+    if value in ("false", "0", "no"):
+        return False
+    msg = f"[{SECTION}] connect_session_reuse is {value!r}; hint: use true or false"
+    raise ConfigurationError(msg)
 
 
 def _refuse(what: str, option: str, env: str) -> ConfigurationError:

@@ -51,6 +51,7 @@ __all__ = [
     "ZK_PASSWORD_ENV",
     "commit_on_connect",
     "connect_session",
+    "connect_share_key",
     "LOG4J2_CONF",
     "deploy_mode",
     "durable_submit",
@@ -239,16 +240,31 @@ def spark_job_errors(staging_root: str, reference: str, txid: int, step: str) ->
 
 
 @contextmanager
-def connect_session(spark_connect_conn_id: str) -> Iterator[Any]:
+def connect_session(spark_connect_conn_id: str, *, share: str | None = None) -> Iterator[Any]:
     """A session on the Spark Connect server of the Spark provider's ``spark_connect``
-    connection, stopped after the block."""
+    connection, stopped after the block; ``share``: the key of a server-side session that
+    outlives the block (:func:`connect_share_key`)."""
     from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
 
     from airflow_trident.runtime.spark.session import remote_session
 
     url = SparkConnectHook(conn_id=spark_connect_conn_id).get_connection_url()
-    with remote_session(url) as spark:
+    with remote_session(url, share=share) as spark:
         yield spark
+
+
+def connect_share_key(steps: BatchSteps) -> str | None:
+    """The shared Connect session of ``steps``' topology (``None`` with ``[trident]
+    connect_session_reuse = false``): keyed by the topology, this provider's version and the
+    digest of the code this task imported (:func:`~airflow_trident.runtime.reference.
+    user_code_digest`), so changed code gets a session whose Python workers import it anew."""
+    from airflow_trident import __version__
+    from airflow_trident.hooks.config import connect_session_reuse
+    from airflow_trident.runtime.reference import user_code_digest
+
+    if not connect_session_reuse():
+        return None
+    return f"{steps.topology.name}|{__version__}|{user_code_digest()}"
 
 
 def process_on_connect(
@@ -258,7 +274,7 @@ def process_on_connect(
     ``spark_connect_conn_id``: emit, run the plan, stage; return the manifest."""
     from airflow_trident.batch.spark_job import process_on_spark
 
-    with connect_session(spark_connect_conn_id) as spark:
+    with connect_session(spark_connect_conn_id, share=connect_share_key(steps)) as spark:
         return process_on_spark(steps, spark, txid, emit_wait_s)
 
 
@@ -284,6 +300,6 @@ def commit_on_connect(
     """
     from airflow_trident.batch.spark_job import commit_on_spark
 
-    with connect_session(spark_connect_conn_id) as spark:
+    with connect_session(spark_connect_conn_id, share=connect_share_key(steps)) as spark:
         summary: dict[str, Any] = commit_on_spark(steps, spark, reference, txid, 0.0)
     return summary

@@ -19,9 +19,7 @@ from typing import Any
 
 from airflow.sdk import BaseOperator
 
-from airflow_trident.hooks.process import committed_summary, processed_summary
-from airflow_trident.hooks.spark import process_on_connect
-from airflow_trident.hooks.stalls import wait_for_emit_order
+from airflow_trident.hooks.process import committed_summary, process_in_turn_on_connect
 from airflow_trident.operators.lineage import TridentLineageMixin
 from airflow_trident.operators.metrics import emit_processed
 from airflow_trident.operators.steps import TridentTask, run_id_of, txid_of
@@ -78,19 +76,8 @@ class ConnectProcessBatchOperator(TridentLineageMixin, TridentTask, BaseOperator
             if skipped is not None:
                 self.log.info("txid %d is already committed: nothing to process", txid)
                 return skipped
-            emit_wait_s = wait_for_emit_order(
-                steps, txid, dag_id=context["ti"].dag_id, run_id=run_id_of(context),
-                timeout_s=self.emit_wait_s, log=self.log,
+            summary = process_in_turn_on_connect(
+                steps, self.spark_connect_conn_id, txid, dag_id=context["ti"].dag_id,
+                run_id=run_id_of(context), timeout_s=self.emit_wait_s, log=self.log,
             )  # fmt: skip
-            self.log.info(
-                "processing txid %d of %s on Spark Connect (connection %s)",
-                txid,
-                self.topology,
-                self.spark_connect_conn_id,
-            )
-            manifest = process_on_connect(
-                steps, self.spark_connect_conn_id, txid, emit_wait_s=emit_wait_s
-            )
-        summary = processed_summary(manifest)
-        self.log.info("txid %d processed: %s", txid, summary)
         return emit_processed(context, summary)

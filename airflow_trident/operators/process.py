@@ -8,7 +8,7 @@ from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-from airflow_trident.hooks.process import committed_summary, processed, processed_line
+from airflow_trident.hooks.process import before_processing, processed, processed_line
 from airflow_trident.hooks.spark import (
     SPARK_JOB,
     deploy_mode,
@@ -20,7 +20,6 @@ from airflow_trident.hooks.spark import (
     spark_job_errors,
     warn_if_remote_driver,
 )
-from airflow_trident.hooks.stalls import wait_for_emit_order
 from airflow_trident.operators.lineage import TridentLineageMixin
 from airflow_trident.operators.metrics import emit_processed
 from airflow_trident.operators.steps import TridentTask, run_id_of, txid_of
@@ -85,14 +84,12 @@ class ProcessBatchOperator(TridentLineageMixin, TridentTask, SparkSubmitOperator
         hook = self.trident_hook()
         with hook.session():  # one ZooKeeper session for the task, not one per step
             with hook.batch_steps(self.topology, staging_root=self.staging_root) as steps:
-                skipped = committed_summary(steps, txid)
-                if skipped is not None:
-                    self.log.info("txid %d is already committed: nothing to process", txid)
-                    return skipped
-                emit_wait_s = wait_for_emit_order(
+                skipped, emit_wait_s = before_processing(
                     steps, txid, dag_id=context["ti"].dag_id, run_id=run_id_of(context),
                     timeout_s=self.emit_wait_s, log=self.log,
                 )  # fmt: skip
+                if skipped is not None:
+                    return skipped
             config = hook.zookeeper_config()
             self.application_args = job_arguments(
                 self.topology, txid, self.staging_root, config, emit_wait_s=emit_wait_s

@@ -8,13 +8,17 @@ Airflow tasks do: the topology is shipped by module reference, never pickled.
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib
+import sys
+import sysconfig
+from pathlib import Path
 from typing import Any
 
 from airflow_trident.errors import ConfigurationError
 from airflow_trident.topology import TridentTopology
 
-__all__ = ["cached_topology", "load_topology"]
+__all__ = ["cached_topology", "load_topology", "user_code_digest"]
 
 
 def load_topology(reference: str) -> TridentTopology:
@@ -51,3 +55,33 @@ def cached_topology(reference: str) -> TridentTopology:
     """:func:`load_topology`, once per process (Spark's Python workers are reused across
     tasks: the topology and its state factories' engines are built once)."""
     return load_topology(reference)
+
+
+def _installation_dirs() -> tuple[str, ...]:
+    paths = sysconfig.get_paths()
+    kinds = ("stdlib", "purelib", "platlib", "platstdlib")
+    dirs = {sys.prefix, sys.base_prefix, sys.exec_prefix, *(paths[k] for k in kinds)}
+    return tuple({f"{p.rstrip('/')}/" for d in dirs if d for p in (d, str(Path(d).resolve()))})
+
+
+def user_code_digest() -> str:
+    """A digest of the source of every module this process imported from outside the Python
+    installation (the DAG files, topologies, the user's packages; not the standard library or
+    ``site-packages``): what Spark's reused Python workers would run stale if it changed.
+
+    >>> len(user_code_digest())
+    16
+    """
+    installation = _installation_dirs()
+    digest = hashlib.sha256()
+    for name, module in sorted(list(sys.modules.items()), key=lambda item: item[0]):
+        file = getattr(module, "__file__", None)
+        if not file or not file.endswith(".py"):
+            continue
+        if file.startswith(installation) or str(Path(file).resolve()).startswith(installation):
+            continue
+        try:
+            digest.update(name.encode() + b"\0" + Path(file).read_bytes() + b"\0")
+        except OSError:
+            digest.update(name.encode() + b"\0missing\0")
+    return digest.hexdigest()[:16]

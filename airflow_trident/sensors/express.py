@@ -30,9 +30,8 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_trident.batch.steps import BatchSteps
 from airflow_trident.hooks.commit import BatchCommitter, CommitRoute, is_staged
-from airflow_trident.hooks.process import processed_summary
-from airflow_trident.hooks.spark import process_on_connect
-from airflow_trident.hooks.stalls import StallWatch, wait_for_commit_order, wait_for_emit_order
+from airflow_trident.hooks.process import process_in_turn_on_connect
+from airflow_trident.hooks.stalls import StallWatch, wait_for_commit_order
 from airflow_trident.operators.batch import begin_batch
 from airflow_trident.operators.lineage import TridentLineageMixin
 from airflow_trident.operators.metrics import emit_committed, emit_processed
@@ -166,19 +165,10 @@ class ExpressBatchOperator(TridentLineageMixin, BeginWhenReadySensor):
             return self._commit_in_order(context, steps, txid, summary)
 
     def _process(self, context: Any, steps: BatchSteps, txid: int) -> dict[str, Any]:
-        emit_wait_s = wait_for_emit_order(
-            steps, txid, dag_id=context["ti"].dag_id, run_id=run_id_of(context),
-            timeout_s=self.emit_wait_s, log=self.log,
+        summary = process_in_turn_on_connect(
+            steps, self.spark_connect_conn_id, txid, dag_id=context["ti"].dag_id,
+            run_id=run_id_of(context), timeout_s=self.emit_wait_s, log=self.log,
         )  # fmt: skip
-        self.log.info(
-            "processing txid %d of %s on Spark Connect (connection %s)",
-            txid, self.topology, self.spark_connect_conn_id,
-        )  # fmt: skip
-        manifest = process_on_connect(
-            steps, self.spark_connect_conn_id, txid, emit_wait_s=emit_wait_s
-        )
-        summary = processed_summary(manifest)
-        self.log.info("txid %d processed: %s", txid, summary)
         return emit_processed(context, summary)
 
     def _commit_in_order(
