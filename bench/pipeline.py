@@ -25,7 +25,8 @@ the DAG processor, the triggerer and the API server (which serves the tasks' Exe
 calls). The Spark Connect server and ZooKeeper are not Airflow: the machine-wide figure includes
 them. Printed as ``cpu_s_per_batch_<phase>_<part>=`` lines.
 
-Last line: ``ratio=<pipelined batches per minute / serial batches per minute>`` (target >= 2.5).
+Last line: ``ratio=<pipelined batches per minute / serial batches per minute>`` (target >= 2.5;
+issue 21: >= 3.2 with the compact or express layout).
 
     eval "$(bash scripts/services.sh env)"   # needs ZooKeeper and PostgreSQL
     SPARK_LOCAL_IP=127.0.0.1 PATH=.venv/bin:$PATH python bench/pipeline.py --batches 8
