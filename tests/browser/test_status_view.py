@@ -132,3 +132,18 @@ def test_the_status_view_shows_the_ledger_in_the_airflow_ui(
     link = wait.until(ec.presence_of_element_located(
         (By.CSS_SELECTOR, f'a[data-dag-id="{trident_ui.dag_id}"]')))  # fmt: skip
     assert link.get_attribute("href").endswith(f"/trident-status/dags/{trident_ui.dag_id}")
+
+    # And the DAG run's own "Trident" tab names the txid the run is bound to and its phase
+    run_id = trident_ui.run.run_id
+    browser.get(f"{trident_ui.url}/dags/{trident_ui.dag_id}/runs/{run_id}/plugin/trident-run")
+    frame = wait.until(ec.presence_of_element_located((By.TAG_NAME, "iframe")))
+    assert "/trident-status/dags/" in frame.get_attribute("src")
+    browser.switch_to.frame(frame)
+    summary = wait.until(ec.presence_of_element_located(
+        (By.CSS_SELECTOR, '[data-fact="run_summary"]')))  # fmt: skip
+    assert summary.text == "txid 1 · committed · attempt 1"
+    assert browser.find_element(By.CSS_SELECTOR, '[data-fact="run_txid"]').text == "1"
+    browser.switch_to.default_content()
+    run_shot = ui_artifacts / "status_run_tab.png"
+    assert browser.save_screenshot(str(run_shot))
+    (ROOT / "docs" / "ui" / "status_run_tab.png").write_bytes(run_shot.read_bytes())
