@@ -222,10 +222,13 @@ class Sss:
         return elapsed, {str(k): float(v) / 1000 for k, v in durations.items()}
 
 
-def sss_worker(root: str, checkpoint: str, pg_url: str, table: str) -> int:
+def sss_worker(root: str, checkpoint: str, table: str) -> int:
     """``--sss-worker``: a warm ``local[2]`` session in this process; one AvailableNow query
-    per ``batch`` line read from stdin, answered by ``<seconds> <its phases as JSON>``."""
+    per ``batch`` line read from stdin, answered by ``<seconds> <its phases as JSON>``. The
+    database URL comes from the inherited ``TRIDENT_PG_URL``, never the command line."""
     import json
+
+    pg_url = os.environ["TRIDENT_PG_URL"]
 
     from airflow_trident.runtime.spark import local_session
 
@@ -250,9 +253,9 @@ class LocalSss:
         import subprocess
 
         self.process = subprocess.Popen(
-            [sys.executable, __file__, "--sss-worker", str(root), str(work / "local"), pg_url,
-             table],
+            [sys.executable, __file__, "--sss-worker", str(root), str(work / "local"), table],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,  # its stderr: ours
+            env={**os.environ, "TRIDENT_PG_URL": pg_url},  # the password stays off argv
         )  # fmt: skip
         assert self.process.stdin is not None
         assert self.process.stdout is not None
@@ -312,7 +315,7 @@ def main() -> int:
     parser.add_argument("--large-words", type=int, default=5_000_000)
     parser.add_argument("--sizes", default="small,large", help="small, large or both")
     parser.add_argument("--sss", default="connect,local", help="SSS sides: connect, local")
-    parser.add_argument("--sss-worker", nargs=4, help=argparse.SUPPRESS)
+    parser.add_argument("--sss-worker", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.sss_worker:
         return sss_worker(*args.sss_worker)
