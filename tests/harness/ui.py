@@ -381,15 +381,27 @@ def _chromium_driver(
 
 def log_in(driver: Any, url: str, login: UiLogin, *, timeout_s: float = 30.0) -> None:
     """Sign in to the UI at ``url`` with the simple auth manager's login form."""
+    from selenium.common.exceptions import WebDriverException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as ec
     from selenium.webdriver.support.ui import WebDriverWait
 
-    driver.get(url)
     wait = WebDriverWait(driver, timeout_s)
-    user = wait.until(ec.presence_of_element_located((By.NAME, "username")))
-    user.send_keys(login.username)
-    driver.find_element(By.NAME, "password").send_keys(login.password)
-    driver.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
-    wait.until(lambda d: "login" not in d.current_url)
+    for attempt in range(3):  # the UI redirects to its login page: a command may race it
+        try:
+            driver.get(url)
+            wait.until(_loaded)
+            user = wait.until(ec.presence_of_element_located((By.NAME, "username")))
+            user.send_keys(login.username)
+            driver.find_element(By.NAME, "password").send_keys(login.password)
+            driver.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+            wait.until(lambda d: "login" not in d.current_url)
+            return
+        except WebDriverException as exc:  # "aborted by navigation", a stale element
+            if attempt == 2 or ("navigation" not in str(exc) and "stale" not in str(exc)):
+                raise
+
+
+def _loaded(driver: Any) -> bool:
+    return bool(driver.execute_script("return document.readyState") == "complete")
 
