@@ -7,6 +7,8 @@ backfill over committed txids, while pipelined runs commit: the states must equa
 reference key by key, the ledger must hold txids 1..N.
 The seed is random unless ``TRIDENT_FAULT_SEED`` is set; it is printed and in the assertion
 message. Slow: ~3-4 min (servers and Airflow ~40 s, the batches and faults the rest).
+Once per layout: ``standard`` (a task per step) and ``express`` (the whole batch in one task,
+``batch.run``, killed in its commit step; its retry resumes at the commit).
 """
 
 from __future__ import annotations
@@ -28,9 +30,19 @@ pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 
 @pytest.mark.timeout(900)
 def test_one_of_each_fault_under_a_real_scheduler(tmp_path: Path, pg_url: str) -> None:
+    _one_of_each_fault(tmp_path, pg_url, layout="standard")
+
+
+@pytest.mark.timeout(900)
+def test_one_of_each_fault_under_a_real_scheduler_express(tmp_path: Path, pg_url: str) -> None:
+    # the whole batch is one task, batch.run: the commit kill hits it in its commit step
+    _one_of_each_fault(tmp_path, pg_url, layout="express")
+
+
+def _one_of_each_fault(tmp_path: Path, pg_url: str, *, layout: str) -> None:
     # Given: a seed, and 8 pipelined batches with one fault of each kind planned among them
     seed = int(os.environ.get("TRIDENT_FAULT_SEED") or random.SystemRandom().randrange(10**6))
-    print(f"seed={seed}")
+    print(f"seed={seed} layout={layout}")
     config = SchedulerFaultConfig(
         seed=seed,
         batches=8,
@@ -42,6 +54,7 @@ def test_one_of_each_fault_under_a_real_scheduler(tmp_path: Path, pg_url: str) -
         backfill_txids=2,
         timeout_s=600,
         stall_s=45,
+        layout=layout,
     )
 
     # When: Airflow runs them while the faults are injected
@@ -53,7 +66,7 @@ def test_one_of_each_fault_under_a_real_scheduler(tmp_path: Path, pg_url: str) -
     # Then: every fault was injected, and the final state is the reference's, key by key
     injected = {kind for kind, _ in report.injected}
     wanted = set(FAULT_KINDS)
-    assert injected == wanted, f"seed={seed}: not injected {report.not_injected}"
+    assert injected == wanted, f"seed={seed} layout={layout}: not injected {report.not_injected}"
     assert report.differences == [], summary
     assert report.problems == [], summary
     assert report.ledger_txids == list(range(1, config.batches + 1)), summary

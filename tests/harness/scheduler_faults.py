@@ -107,6 +107,7 @@ dag = trident_dag(
     zookeeper_conn_id="faults_zookeeper",
     state_conn_id="faults_state",
     staging_root="{staging}",
+    layout="{layout}",
     retries={retries},
     retry_delay=timedelta(seconds={retry_delay_s}),
 )
@@ -140,6 +141,10 @@ class SchedulerFaultConfig:
     stall_s:
         No commit for this long while runs remain: look for runs that cannot finish by
         themselves (a failed run, a cleared run that cannot start).
+    layout:
+        The DAG's ``layout``: ``"standard"`` (``batch.begin`` ... ``batch.commit``) or
+        ``"express"`` (the whole batch is one task, ``batch.run``, that resumes at the step it
+        died in: its commit kill is a kill of ``batch.run`` in its commit step).
     """
 
     seed: int
@@ -159,6 +164,17 @@ class SchedulerFaultConfig:
     vocabulary: int = 4000
     timeout_s: float | None = None
     stall_s: float = 90.0
+    layout: str = "standard"
+
+    @property
+    def begin_task(self) -> str:
+        """The task whose XCom holds a run's txid (``batch.run``'s is under key ``begin``)."""
+        return "batch.run" if self.layout == "express" else "batch.begin"
+
+    @property
+    def commit_task(self) -> str:
+        """The task that commits a batch."""
+        return "batch.run" if self.layout == "express" else "batch.commit"
 
     @property
     def deadline_s(self) -> float:
@@ -353,11 +369,43 @@ class _Driver:
         return value
 
     def txids(self) -> dict[str, int]:
-        """run id -> txid, from the begin tasks' XComs (kept for runs cleared since)."""
-        for run_id, value in self.af.return_values(DAG_ID, "batch.begin").items():
+        """run id -> txid, from the begin tasks' XComs (kept for runs cleared since).
+
+        Express: ``batch.run``'s ``begin`` XCom (pushed once the batch is processed, before
+        its commit); a triggered run not known yet (still processing, or failed processing)
+        is looked up in ZooKeeper, where its begin bound it to its txid."""
+        for run_id, value in self.begin_xcoms().items():
             if isinstance(value, dict) and "txid" in value:
                 self.known_txids[run_id] = int(value["txid"])
+        if self.config.layout == "express":
+            for run_id in self.live_runs:
+                if run_id in self.known_txids:
+                    continue
+                try:
+                    txid = self.store.txid_for_run(run_id)
+                except (KazooException, TridentError):
+                    break
+                if txid is not None:
+                    self.known_txids[run_id] = txid
         return dict(self.known_txids)
+
+    def begin_xcoms(self) -> dict[str, object]:
+        """The begin summary of each run whose current try has begun (express: processed)."""
+        if self.config.layout != "express":
+            return self.af.return_values(DAG_ID, "batch.begin")
+        rows = self.af.query(
+            "SELECT run_id, value FROM xcom WHERE dag_id = %s AND task_id = %s "
+            "AND key = 'begin' AND map_index = -1",
+            (DAG_ID, "batch.run"),
+        )
+        return {r: json.loads(v) if isinstance(v, str) else v for r, v in rows}
+
+    def commits(self) -> dict[str, dict[str, object]]:
+        """run id -> the commit summary (``applied``...) its commit task returned."""
+        values = self.af.return_values(DAG_ID, self.config.commit_task)
+        if self.config.layout == "express":
+            values = {r: v.get("committed") for r, v in values.items() if isinstance(v, dict)}
+        return {r: v for r, v in values.items() if isinstance(v, dict)}
 
     def run_states(self) -> dict[str, str]:
         return {r.run_id: r.state for r in self.af.runs(DAG_ID)}
@@ -407,7 +455,10 @@ class _Driver:
         while time.monotonic() < give_up:
             target = self.committed() + 1
             runs = {r for r, t in self.txids().items() if t == target}
-            found = [p for p in self.af.task_processes(DAG_ID, "batch.commit") if p[0] in runs]
+            found = [
+                p for p in self.af.task_processes(DAG_ID, self.config.commit_task)
+                if p[0] in runs
+            ]  # fmt: skip
             if found and self._kill_mid_commit(fault, target, *found[0]):
                 return
             self.tick()
@@ -417,9 +468,10 @@ class _Driver:
     def _kill_mid_commit(
         self, fault: PlannedFault, txid: int, run_id: str, try_number: int, pid: int
     ) -> bool:
-        log = self.task_log(run_id, "batch.commit", try_number)
-        connected = time.monotonic() + 20
-        while _ZK_CONNECTED not in (log.read_text(errors="replace") if log.exists() else ""):
+        task = self.config.commit_task
+        log = self.task_log(run_id, task, try_number)
+        connected = time.monotonic() + (60 if self.config.layout == "express" else 20)
+        while not self._in_commit(log.read_text(errors="replace") if log.exists() else "", txid):
             if time.monotonic() > connected or not Path(f"/proc/{pid}").exists():
                 return False
             time.sleep(0.02)
@@ -431,11 +483,33 @@ class _Driver:
         time.sleep(1.0)  # let the supervisor write the try's last lines
         self._inject(
             "commit_kill",
-            f"run {run_id} txid {txid} try {try_number}: kill -9 {pid} {fault.value:.2f}s "
-            f"after it connected to ZooKeeper; its last log line: "
-            f"{self.last_event(run_id, 'batch.commit', try_number)!r}",
+            f"run {run_id} txid {txid} try {try_number}: kill -9 {pid} of {task} "
+            f"{fault.value:.2f}s after it {self._commit_start}; its last log line: "
+            f"{self.last_event(run_id, task, try_number)!r}",
         )
         return True
+
+    @property
+    def _commit_start(self) -> str:
+        if self.config.layout == "express":
+            return "reached its commit step (processed, resumed or woken for the commit)"
+        return "connected to ZooKeeper"
+
+    def _in_commit(self, text: str, txid: int) -> bool:
+        """Whether a commit task's log ``text`` shows it at the start of its commit. Standard:
+        connected to ZooKeeper. Express (``batch.run``, txid-1 committed): after its last
+        connection to ZooKeeper, it processed txid or resumed it at its commit; or it resumes
+        after deferring for txid-1's commit."""
+        if self.config.layout != "express":
+            return _ZK_CONNECTED in text
+        head, connected, tail = text.rpartition(_ZK_CONNECTED)
+        if not connected:
+            return False
+        return (
+            (f"txid {txid} · attempt" in tail and "processed:" in tail)
+            or f"resumes txid {txid} at its commit" in tail
+            or f"txid {txid} waits for txid {txid - 1} (committed:" in head
+        )
 
     def task_log(self, run_id: str, task_id: str, try_number: int) -> Path:
         return (
@@ -685,7 +759,7 @@ class _Driver:
         by_run: dict[str, list[str]] = {r: [] for r in runs}
         for ti in self.af.task_instances(DAG_ID):
             if ti.run_id in by_run:
-                name = ti.task_id.removeprefix("batch.")
+                name = ti.task_id.removeprefix("batch.")  # express: "run"
                 by_run[ti.run_id].append(f"{name}={ti.state}({ti.try_number})")
         return "; ".join(
             f"txid {self.known_txids.get(r, '?')}: {' '.join(tasks)}" for r, tasks in by_run.items()
@@ -846,7 +920,7 @@ def _verify(driver: _Driver, data: SchedulerData) -> None:
             report.problems.append(
                 f"cleared run {run_id} had txid {before}, after its re-run {txids.get(run_id)}"
             )
-    commits = driver.af.return_values(DAG_ID, "batch.commit")
+    commits = driver.commits()
     for run_id, txid in report.cleared_committed:
         applied = (commits.get(run_id) or {}).get("applied")
         if applied is not False and txids.get(run_id) == txid:
@@ -921,7 +995,8 @@ def run_scheduler_faults(
     data = config.data()
     topology = f"sched_faults_{config.seed}_{uuid.uuid4().hex[:6]}"
     report = SchedulerFaultReport(config=config, topology=topology)
-    echo(f"seed={config.seed} batches={config.batches} work dir {work_dir}; planned faults: "
+    echo(f"seed={config.seed} batches={config.batches} layout={config.layout} work dir "
+         f"{work_dir}; planned faults: "
          + ", ".join(f"{f.kind}@{f.at_committed}" for f in plan))  # fmt: skip
     work_dir.mkdir(parents=True, exist_ok=True)
     dags = work_dir / "dags"
@@ -933,6 +1008,7 @@ def run_scheduler_faults(
         DAG_FILE.format(
             topology_ref=TOPOLOGY_REF, dag_id=DAG_ID, max_active=config.max_active_batches,
             staging=staging, retries=config.retries, retry_delay_s=config.retry_delay_s,
+            layout=config.layout,
         )
     )  # fmt: skip
     topology_env = {
@@ -983,6 +1059,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--backfill-txids", type=int, default=3)
     parser.add_argument("--max-active-batches", type=int, default=3)
     parser.add_argument("--parallelism", type=int, default=4)
+    parser.add_argument("--layout", choices=("standard", "express"), default="standard")
     parser.add_argument(
         "--timeout", type=float, default=None, help="seconds (default 600+30/batch)"
     )
@@ -998,7 +1075,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         seed=seed, batches=args.batches, commit_kills=args.commit_kills,
         committed_clears=args.committed_clears, failed_runs=args.failed_runs,
         backfill_txids=args.backfill_txids, max_active_batches=args.max_active_batches,
-        parallelism=args.parallelism, timeout_s=args.timeout,
+        parallelism=args.parallelism, timeout_s=args.timeout, layout=args.layout,
     )  # fmt: skip
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="trident-sched-faults-"))
     report = run_scheduler_faults(config, pg_url=pg_url, work_dir=work, echo=_echo)
