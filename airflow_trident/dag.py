@@ -40,7 +40,7 @@ from airflow_trident.errors import ConfigurationError
 from airflow_trident.hooks import config
 from airflow_trident.hooks.arguments import check_dag_arguments
 from airflow_trident.hooks.commit import COMMIT_MODES
-from airflow_trident.operators.assets import commits_alias, data_asset
+from airflow_trident.operators.assets import commits_alias, committed_asset, data_asset
 from airflow_trident.operators.batch import (
     BatchSuccessOperator,
     BeginBatchOperator,
@@ -226,6 +226,9 @@ def trident_batch(
     with TaskGroup(group_id=group_id, tooltip=f"one batch of topology {name}") as group:
         compact = layout == "compact"
         ready_deferrable = default_deferrable() if ready_deferrable is None else ready_deferrable
+        # inlets: a commit reads the committed state it extends, and declaring that asset lets
+        # the DAG processor register it; otherwise Airflow creates it at the first commit event
+        # (through the alias), and pipelined first commits race on that insert.
         if layout == "express":
             ExpressBatchOperator(
                 task_id="run", poke_interval=5, mode="reschedule", deferrable=ready_deferrable,
@@ -233,7 +236,7 @@ def trident_batch(
                 state_conn_id=state_conn_id, keep_txids=keep_txids,
                 spark_connect_conn_id=spark_connect_conn_id, commit_mode=commit_mode,
                 spark_commit_min_rows=spark_commit_min_rows, doc_md=_DOCS["run_express"],
-                outlets=[commits_alias(name)], **common,
+                outlets=[commits_alias(name)], inlets=[committed_asset(name)], **common,
             )  # fmt: skip
             return group
         begin: BaseOperator
@@ -277,7 +280,7 @@ def trident_batch(
             spark_conn_id=spark_conn_id, spark_conf=spark_conf,
             py_files=py_files, spark_commit_min_rows=spark_commit_min_rows,
             spark_connect_conn_id=spark_connect_conn_id if process_mode == "connect" else None,
-            outlets=[commits_alias(name)], **common,
+            outlets=[commits_alias(name)], inlets=[committed_asset(name)], **common,
         )  # fmt: skip
         if compact:
             begin >> process >> commit

@@ -90,3 +90,30 @@ def test_the_commit_task_feeds_the_asset_the_report_dag_is_scheduled_on() -> Non
     # the asset the report DAG is scheduled on
     assert [o for o in commit.outlets if isinstance(o, AssetAlias)] == [commits_alias("word_count")]
     assert report.timetable.asset_condition.objects == (committed_asset("word_count"),)
+
+
+@pytest.mark.parametrize("layout", ["standard", "compact", "express"])
+def test_parsing_the_dag_registers_the_committed_asset_before_any_commit(layout: str) -> None:
+    # Airflow creates an asset first seen through an alias event when the task's success is
+    # recorded; two pipelined commits reporting their first events at once both insert it and
+    # one task is failed (UniqueViolation on idx_asset_name_uri_unique, seen with 4 express
+    # runs). The DAG processor must register the asset when it parses the DAG.
+    from airflow.dag_processing.collection import _find_all_assets
+    from airflow.serialization.serialized_objects import LazyDeserializedDAG
+
+    from airflow_trident.dag import trident_dag
+    from airflow_trident.operators.assets import committed_asset
+
+    # Given a Trident DAG of each layout
+    dag = trident_dag(
+        "airflow_trident.examples.topologies:word_count",
+        dag_id=f"assets_{layout}",
+        layout=layout,
+        process_mode="connect",
+        spark_connect_conn_id="spark_connect_default",
+    )
+    # When the DAG processor collects the assets it registers
+    found = {(a.name, a.uri) for a in _find_all_assets([LazyDeserializedDAG.from_dag(dag)])}
+    # Then the topology's committed asset is among them
+    asset = committed_asset("word_count")
+    assert (asset.name, asset.uri) in found

@@ -5,7 +5,9 @@ The commit task of a :func:`~airflow_trident.dag.trident_batch` declares the out
 replay of a committed one) adds one event of the asset :func:`committed_asset` through that
 alias, with the extra ``{"topology", "txid", "records_in", "keys_written"}``. A replay adds
 none (an outlet ``Asset`` would emit an event on every success of the task; the alias lets the
-task decide), so a DAG scheduled on the asset runs once per committed txid::
+task decide), so a DAG scheduled on the asset runs once per committed txid. The same task lists
+the asset among its ``inlets`` (a commit reads the state it extends), so the DAG processor
+registers it when it parses the DAG, before any commit reports an event::
 
     from airflow.sdk import DAG, task
     from airflow_trident.operators.assets import committed_asset
