@@ -132,7 +132,12 @@ def test_express_and_on_data_under_a_real_scheduler(
         ) as af:  # fmt: skip
             # -- express: four pipelined runs, then a cleared committed run ------------------
             af.unpause(EXPRESS)
-            run_ids = [af.trigger(EXPRESS) for _ in range(4)]
+            # The first run commits alone: Airflow links an alias to its asset at the first
+            # event through it, and first events reported at once race on that insert
+            # (UniqueViolation on asset_alias_asset; see docs/howto/operators.md)
+            first = af.trigger(EXPRESS)
+            af.wait_for_runs(EXPRESS, [first], timeout_s=300)
+            run_ids = [first, *(af.trigger(EXPRESS) for _ in range(3))]
             runs = af.wait_for_runs(EXPRESS, run_ids, timeout_s=400)
             describe = af.describe(EXPRESS)
             assert [r.state for r in runs] == ["success"] * 4, describe
