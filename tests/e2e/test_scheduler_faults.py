@@ -34,6 +34,11 @@ def test_one_of_each_fault_under_a_real_scheduler(tmp_path: Path, pg_url: str) -
 
 
 @pytest.mark.timeout(900)
+@pytest.mark.skipif(
+    os.environ.get("TRIDENT_EXPRESS_FAULTS") != "1",
+    reason="its own command (TRIDENT_EXPRESS_FAULTS=1): an express run can commit every batch "
+    "before a late fault's turn, which then goes uninjected (docs/reliability.md)",
+)
 def test_one_of_each_fault_under_a_real_scheduler_express(tmp_path: Path, pg_url: str) -> None:
     # the whole batch is one task, batch.run: the commit kill hits it in its commit step
     _one_of_each_fault(tmp_path, pg_url, layout="express")
