@@ -28,6 +28,7 @@ from airflow_trident.runtime.reference import load_topology
 from airflow_trident.runtime.staging import StagingArea
 from airflow_trident.state.binding import StateBinding
 from tests.runtime import commit_topologies as ct
+from tests.runtime.zk_steps import zk_batch_steps
 
 pytestmark = pytest.mark.integration
 
@@ -174,24 +175,9 @@ def opaque_steps(
     pg_url: str, zk_config: ZkConfig, tmp_path: Path, uncoalesced: None
 ) -> Iterator[BatchSteps]:
     os.environ["TRIDENT_STATE_URL"] = pg_url
-    engine = sa.create_engine(pg_url)
-    if sa.inspect(engine).has_table(ct.OPAQUE_TABLE):
-        with engine.begin() as conn:
-            conn.execute(sa.text(f'DELETE FROM "{ct.OPAQUE_TABLE}"'))
-    engine.dispose()
-    client = connect(zk_config)
-    store = CoordinatorStore(client, CoordinatorPaths(zk_config.root, ct.OPAQUE_NAME))
-    store.delete_all()
-    topology = load_topology(OPAQUE)
-    yield BatchSteps(
-        topology,
-        store,
-        StagingArea(str(tmp_path / "staging"), topology.name),
-        states=StateBinding(pg_url),
-    )
-    store.delete_all()
-    client.stop()
-    client.close()
+    with zk_batch_steps(OPAQUE, ct.OPAQUE_TABLE, pg_url=pg_url, zk_config=zk_config,
+                        tmp_path=tmp_path) as steps:  # fmt: skip
+        yield steps
     os.environ.pop("TRIDENT_UNREADABLE_PARTITIONS", None)
 
 

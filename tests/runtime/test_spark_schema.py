@@ -14,13 +14,9 @@ import sqlalchemy as sa
 
 from airflow_trident.batch.spark_job import commit_on_spark, process_on_spark
 from airflow_trident.batch.steps import BatchSteps
-from airflow_trident.coordination.client import ZkConfig, connect
-from airflow_trident.coordination.paths import CoordinatorPaths
-from airflow_trident.coordination.store import CoordinatorStore
-from airflow_trident.runtime.reference import load_topology
-from airflow_trident.runtime.staging import StagingArea
-from airflow_trident.state.binding import StateBinding
+from airflow_trident.coordination.client import ZkConfig
 from tests.runtime import commit_topologies as ct
+from tests.runtime.zk_steps import zk_batch_steps
 
 pytestmark = pytest.mark.integration
 
@@ -29,25 +25,9 @@ REFERENCE = "tests.runtime.commit_topologies:words_in_schema"
 
 @pytest.fixture
 def steps(pg_url: str, zk_config: ZkConfig, tmp_path: Path) -> Iterator[BatchSteps]:
-    engine = sa.create_engine(pg_url)
-    # emptied, not dropped: Spark's reused Python workers remember the table exists
-    if sa.inspect(engine).has_table("counts", ct.SCHEMA):
-        with engine.begin() as conn:
-            conn.execute(sa.text(f"DELETE FROM {ct.SCHEMA}.counts"))
-    engine.dispose()
-    client = connect(zk_config)
-    store = CoordinatorStore(client, CoordinatorPaths(zk_config.root, ct.SCHEMA_NAME))
-    store.delete_all()
-    topology = load_topology(REFERENCE)
-    yield BatchSteps(
-        topology,
-        store,
-        StagingArea(str(tmp_path / "staging"), topology.name),
-        states=StateBinding(pg_url),
-    )
-    store.delete_all()
-    client.stop()
-    client.close()
+    with zk_batch_steps(REFERENCE, "counts", schema=ct.SCHEMA, pg_url=pg_url,
+                        zk_config=zk_config, tmp_path=tmp_path) as steps:  # fmt: skip
+        yield steps
 
 
 def test_spark_tasks_commit_a_state_in_a_named_schema(

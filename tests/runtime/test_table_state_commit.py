@@ -13,11 +13,9 @@ import pytest
 import sqlalchemy as sa
 
 from airflow_trident.batch.steps import BatchSteps
-from airflow_trident.coordination.client import ZkConfig, connect
-from airflow_trident.coordination.paths import CoordinatorPaths
+from airflow_trident.coordination.client import ZkConfig
 from airflow_trident.coordination.store import CoordinatorStore
 from airflow_trident.operation import Count, Split
-from airflow_trident.runtime.reference import load_topology
 from airflow_trident.runtime.staging import StagingArea
 from airflow_trident.spout.memory import MemoryOpaqueSpout
 from airflow_trident.state.binding import StateBinding
@@ -25,6 +23,7 @@ from airflow_trident.state.sql import sql_state
 from airflow_trident.topology import TridentTopology
 from tests.runtime import table_topologies as tt
 from tests.runtime.test_opaque_replay import DATA, REFERENCE, TAKE, N, replay_reading_less
+from tests.runtime.zk_steps import zk_batch_steps
 
 pytestmark = pytest.mark.integration
 
@@ -89,25 +88,9 @@ def test_worker_commit_of_a_replay_reading_less_counts_each_word_once(
 
 @pytest.fixture
 def spark_steps(pg_url: str, zk_config: ZkConfig, tmp_path: Path) -> Iterator[BatchSteps]:
-    engine = sa.create_engine(pg_url)
-    # emptied, not dropped: Spark's reused Python workers remember the table exists
-    if sa.inspect(engine).has_table(tt.TABLE):
-        with engine.begin() as conn:
-            conn.execute(sa.text(f'DELETE FROM "{tt.TABLE}"'))
-    engine.dispose()
-    client = connect(zk_config)
-    store = CoordinatorStore(client, CoordinatorPaths(zk_config.root, tt.NAME))
-    store.delete_all()
-    topology = load_topology(REFERENCE_TOPOLOGY)
-    yield BatchSteps(
-        topology,
-        store,
-        StagingArea(str(tmp_path / "staging"), topology.name),
-        states=StateBinding(pg_url),
-    )
-    store.delete_all()
-    client.stop()
-    client.close()
+    with zk_batch_steps(REFERENCE_TOPOLOGY, tt.TABLE, pg_url=pg_url, zk_config=zk_config,
+                        tmp_path=tmp_path) as steps:  # fmt: skip
+        yield steps
     os.environ.pop("TRIDENT_UNREADABLE_PARTITIONS", None)
 
 
