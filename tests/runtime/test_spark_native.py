@@ -142,7 +142,7 @@ def test_the_spark_job_counts_the_records_per_partition_in_its_own_pass(
     # Given partitions whose names need percent-encoding in a URI, and blank lines
     land(tmp_path, "p 1%+x", "0.jsonl", [json.dumps({"s": "a b"}), "", json.dumps({"s": "c"})])
     land(tmp_path, "p2", "0.jsonl", [json.dumps({"s": "d"})] * 3)
-    land(tmp_path, "p2", "1.jsonl", [json.dumps({"s": "e"})])
+    land(tmp_path, "p2#é", "1 %41.jsonl", [json.dumps({"s": "e"})])
     steps = word_count(FileLogSpout(tmp_path, ["s"]), f"native_count_{int(python)}",
                        python=python)  # fmt: skip
     plan = steps.plan(int(steps.begin(None)["txid"]))
@@ -157,7 +157,36 @@ def test_the_spark_job_counts_the_records_per_partition_in_its_own_pass(
         remote.collect("counts")
         seen = {p: rows.observed() for p, rows in parts.items()}
         emitted = dict(remote.emitted["lines"])
-    assert seen == emitted == {"p 1%+x": 2, "p2": 4}
+    assert seen == emitted == {"p 1%+x": 2, "p2": 3, "p2#é": 1}
     # And the in-process runtime counts the same
     local = LocalBatchProcessor(steps.topology).process(plan.txid, sources)
     assert local.emitted == {"lines": emitted}
+
+
+@pytest.mark.parametrize(
+    ("given", "reported"),
+    [
+        ("/data/log/p 1%+x/0.jsonl", "file:/data/log/p%201%25+x/0.jsonl"),
+        ("file:///data/log/a#b?é/f 1%2.jsonl", "file:/data/log/a%23b%3Fé/f%201%252.jsonl"),
+        ("/data//log/./p0/0.jsonl", "file:/data/log/p0/0.jsonl"),
+        ("s3a://bucket/log/p 0/0.jsonl", "s3a://bucket/log/p%200/0.jsonl"),
+    ],
+)
+def test_a_file_given_to_spark_and_the_path_spark_reports_have_one_key(
+    given: str, reported: str
+) -> None:
+    from airflow_trident.runtime.spark.native import _file_key
+
+    assert _file_key(given) == _file_key(reported, reported=True)
+    other = given.replace("0.jsonl", "1.jsonl").replace("f 1", "f 2")
+    assert _file_key(other) != _file_key(reported, reported=True)
+
+
+def test_a_file_reported_with_the_default_filesystem_host_finds_its_partition() -> None:
+    from airflow_trident.runtime.spark.native import _file_key, _ParseLines
+
+    files = ((_file_key("hdfs:///log/p0/0.jsonl"), 0), (_file_key("hdfs:///log/p1/0.jsonl"), 1))
+    parse = _ParseLines((), (("s", "string"),), files, (3, 7), "pid")
+    assert parse._slot(dict(files), "hdfs://nn:8020/log/p1/0.jsonl") == 1
+    with pytest.raises(RuntimeError, match="a file of no partition"):
+        parse._slot(dict(files), "hdfs://nn:8020/log/p2/0.jsonl")

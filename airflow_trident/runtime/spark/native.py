@@ -9,10 +9,14 @@ record (``on_malformed="fail"``) fails the Spark job in the same pass as the rea
 :class:`~airflow_trident.errors.MalformedRecordError` naming the file and the record; with
 ``"drop"`` (the spout dead-lettered them when it planned the range) the parser skips them.
 
+JSON lines the parser can take whole (``parse_column``: Arrow's JSON reader, which declines
+any batch it might not parse exactly as the line parser) skip the per-line Python.
+
 Ranges that leave their record count to the job (a file log planned without counting) are
-counted by the same job, in the same pass: each such partition is read on its own, with an
-observation (Spark's observed metrics) of its rows, which the batch's emitted counts (the
-manifest's) take once the job ran (:meth:`~airflow_trident.spout.ranges.PartitionRows.records`).
+counted by the same job, in the same pass: the line files of all partitions are read at once,
+each row tagged with its partition as it is parsed, and one observation (Spark's observed
+metrics) counts each partition's rows, which the batch's emitted counts (the manifest's) take
+once the job ran (:meth:`~airflow_trident.spout.ranges.PartitionRows.records`).
 """
 
 from __future__ import annotations
@@ -90,45 +94,149 @@ _SQL_TYPES: dict[str, T.DataType] = {
 @dataclass(frozen=True)
 class _ParseLines:
     """``mapInArrow`` over ``(value, file, block start)`` text rows: each line parsed by the
-    spout's :class:`~airflow_trident.spout.ranges.LineParse` (in this order within a file, so the
-    first row of a file's first block is its first line)."""
+    spout's :class:`~airflow_trident.spout.ranges.LineParse` (in this order within a file, so
+    the first row of a file's first block is its first line).
 
-    parser: LineParse
+    One read may hold several source partitions' files (``files``: each file's key, see
+    :func:`_file_key`, and the slot of its partition's ``parsers`` and ``pids``); with ``pid``
+    the rows get a column of that name, their source partition index. A batch the parser can
+    take whole in C++ (``parse_column``, the JSON lines' fast path: it declines whatever it
+    might not parse exactly as the line parser) is not parsed line by line.
+    """
+
+    parsers: tuple[LineParse, ...]
     schema: tuple[tuple[str, str], ...]
+    files: tuple[tuple[str, int], ...] = ()
+    pids: tuple[int, ...] = (0,)
+    pid: str | None = None
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         started: set[str] = set()
-        arrow = pa.schema([pa.field(n, _SPARK_TYPES[k]) for n, k in self.schema])
+        fields = [pa.field(n, _SPARK_TYPES[k]) for n, k in self.schema]
+        arrow = pa.schema([*fields, pa.field(self.pid, pa.int32())] if self.pid else fields)
+        slots = dict(self.files)
         try:
             for batch in batches:
+                fast = self._fast(batch, slots)
+                if fast is not None:
+                    yield pa.RecordBatch.from_arrays(fast, schema=arrow)
+                    continue
                 lines, files, starts = (batch.column(i).to_pylist() for i in range(3))
-                rows = []
+                rows, pids = [], []
                 for line, path, start in zip(lines, files, starts, strict=True):
                     first = start == 0 and path not in started
                     if first:
                         started.add(path)
-                    row = self.parser.parse(line, first, path)
+                    slot = self._slot(slots, path)
+                    row = self.parsers[slot].parse(line, first, path)
                     if row is not None:
                         rows.append(row)
+                        pids.append(self.pids[slot])
                 columns = [
                     pa.array([r[i] for r in rows], arrow.field(i).type)
                     for i in range(len(self.schema))
                 ]
+                if self.pid:
+                    columns.append(pa.array(pids, pa.int32()))
                 yield pa.RecordBatch.from_arrays(columns, schema=arrow)
         except TridentError as exc:
             raise RuntimeError(failure_text(exc)) from None
+
+    def _fast(self, batch: pa.RecordBatch, slots: dict[str, int]) -> list[pa.Array] | None:
+        """The batch's columns parsed whole (see the class docs), or ``None``."""
+        parse_column = getattr(self.parsers[0], "parse_column", None)
+        if parse_column is None or batch.num_rows == 0:
+            return None
+        parsed = parse_column(batch.column(0))
+        if parsed is None:
+            return None
+        columns = list(parsed.columns)
+        if self.pid:
+            import pyarrow.compute as pc
+
+            files = batch.column(1)
+            known = pc.unique(files)
+            pids = [self.pids[self._slot(slots, str(f))] for f in known.to_pylist()]
+            columns.append(pa.array(pids, pa.int32()).take(pc.index_in(files, value_set=known)))
+        return columns
+
+    def _slot(self, slots: dict[str, int], path: str) -> int:
+        if not self.files:
+            return 0
+        key = _file_key(path, reported=True)
+        slot = slots.get(key)
+        if slot is None:  # hdfs:///x given, hdfs://namenode:8020/x reported: the path alone
+            same = {v for k, v in slots.items() if _without_host(k) == _without_host(key)}
+            if len(same) == 1:
+                return same.pop()
+            known = ", ".join(sorted(slots)[:3])
+            msg = f"Spark read {path}, a file of no partition of this read (its files: {known}...)"
+            raise RuntimeError(msg)
+        return slot
+
+
+def _without_host(key: str) -> str:
+    scheme, _, rest = key.partition("://")
+    return f"{scheme}://{rest[rest.find('/') :]}"
+
+
+def _file_key(path: str, *, reported: bool = False) -> str:
+    """One spelling of a file's location: a path as the read was given it (``/a b``,
+    ``file:///a b``, ``s3a://bucket/k``) and, ``reported``, as Spark reports it in
+    ``_metadata.file_path`` (``file:/a%20b``: URL-encoded) give the same key."""
+    from posixpath import normpath
+    from urllib.parse import unquote, urlsplit
+
+    if reported:
+        parts = urlsplit(path)
+        return f"{parts.scheme or 'file'}://{parts.netloc}{normpath(unquote(parts.path))}"
+    scheme, sep, rest = path.partition(":")
+    if not sep or "/" in scheme:
+        return f"file://{normpath(path)}"
+    netloc = ""
+    if rest.startswith("//"):
+        netloc, _, rest = rest[2:].partition("/")
+        rest = "/" + rest
+    return f"{scheme}://{netloc}{normpath(rest)}"
 
 
 def _parsed_lines(spark: SparkSession, spec: ReadSpec, parser: LineParse) -> DataFrame:
     """``spec``'s files read as text lines (Spark splits them), parsed in Python by ``parser``:
     the same records, values and malformed lines as the in-process read."""
-    text = spark.read.text(list(spec.paths)).select(
+    struct = T.StructType([T.StructField(n, _SQL_TYPES[k]) for n, k in spec.schema])
+    return _text(spark, spec.paths).mapInArrow(_ParseLines((parser,), spec.schema), struct)
+
+
+def _text(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
+    return spark.read.text(list(paths)).select(
         F.col("value"),
         F.col("_metadata.file_path").alias("file"),
         F.col("_metadata.file_block_start").alias("start"),
     )
-    struct = T.StructType([T.StructField(n, _SQL_TYPES[k]) for n, k in spec.schema])
-    return text.mapInArrow(_ParseLines(parser, spec.schema), struct)
+
+
+def _lines_of_partitions(
+    spark: SparkSession, group: Sequence[tuple[int, ReadSpec]], pid: str
+) -> DataFrame:
+    """One read of the line files of several source partitions' ranges that read alike
+    (``group``: each range's partition index and spec), parsed with each partition's own
+    parser (errors name it), rows tagged with their partition index in column ``pid``."""
+    schema = group[0][1].schema
+    files = tuple(
+        (_file_key(path), slot) for slot, (_, spec) in enumerate(group) for path in spec.paths
+    )
+    parse = _ParseLines(
+        tuple(spec.lines for _, spec in group if spec.lines is not None),
+        schema,
+        files,
+        tuple(index for index, _ in group),
+        pid,
+    )
+    struct = T.StructType(
+        [*[T.StructField(n, _SQL_TYPES[k]) for n, k in schema], T.StructField(pid, T.IntegerType())]
+    )
+    paths = [path for _, spec in group for path in spec.paths]
+    return _text(spark, paths).mapInArrow(parse, struct)
 
 
 def _with_driver(spark: SparkSession, driver: str, jar: str) -> None:
@@ -184,36 +292,55 @@ def native_partitions(
     """The union of every range of ``parts`` (source partitions, in order); with ``pid`` a
     column of that name holds each row's source partition index.
 
-    A partition whose ranges leave their count to the job is read on its own and counted as
-    it is read (see the module docs); otherwise, without ``pid``, one read of all partitions.
+    Without ``pid`` and with every record count known, one read of all partitions. Otherwise
+    still one read per kind of line file (JSON, CSV: each row tagged with its partition as it
+    is parsed) and one read per partition of other ranges (Parquet, JDBC: tagged by a
+    literal); the partitions whose ranges leave their count to the job are counted as the job
+    reads them, by one observation (see the module docs).
     """
     if pid is None and all(rows.counted for _, rows in parts):
         # one scan per kind of file: Spark packs the splits of all partitions
         return _merged(spark, [source for _, rows in parts for source in rows.ranges])
+    column = pid or _PID
     frames = []
+    lines: dict[tuple[object, ...], list[tuple[int, ReadSpec]]] = {}
     for index, (_, rows) in enumerate(parts):  # the index over every partition, as locally
-        if not rows.ranges:
-            continue
-        df = _merged(spark, rows.ranges)
-        if not rows.counted:
-            df = _observed(df, rows)
-        if pid is not None:
-            df = df.withColumn(pid, F.lit(index).cast("int"))
-        frames.append(df)
-    return functools.reduce(DataFrame.unionByName, frames)
+        others = []
+        for source in rows.ranges:
+            spec = source.read_spec()
+            if spec.lines is not None:
+                lines.setdefault((*_read_kind(spec), type(spec.lines)), []).append((index, spec))
+            else:
+                others.append(source)
+        if others:
+            frames.append(_merged(spark, others).withColumn(column, F.lit(index).cast("int")))
+    frames += [_lines_of_partitions(spark, group, column) for group in lines.values()]
+    df = functools.reduce(DataFrame.unionByName, frames)
+    uncounted = [(i, rows) for i, (_, rows) in enumerate(parts) if rows.ranges and not rows.counted]
+    if uncounted:
+        df = _observed(df, uncounted, column)
+    return df if pid is not None else df.drop(column)
 
 
-def _observed(df: DataFrame, rows: PartitionRows) -> DataFrame:
-    """``df`` (one source partition's rows) counting its rows as the job reads them (Spark's
-    observed metrics); ``rows.observed`` then gives the count."""
+_PID = "_trident_source_partition"
+
+
+def _observed(df: DataFrame, parts: Sequence[tuple[int, PartitionRows]], pid: str) -> DataFrame:
+    """``df`` counting the rows of each of ``parts`` (partition index, rows) as the job reads
+    them (Spark's observed metrics, one observation); each ``rows.observed`` then gives its
+    count."""
     observation = Observation(f"trident_emitted_{uuid.uuid4().hex}")
-    rows.observed = functools.partial(_seen, observation)
-    return df.observe(observation, F.count(F.lit(1)).alias("n"))
+    counts = []
+    for index, rows in parts:
+        name = f"n{index}"
+        rows.observed = functools.partial(_seen, observation, name)
+        counts.append(F.count(F.when(F.col(pid) == index, F.lit(1))).alias(name))
+    return df.observe(observation, *counts)
 
 
-def _seen(observation: Observation) -> int | None:
+def _seen(observation: Observation, name: str) -> int | None:
     """The rows the job counted; ``None`` before it ran."""
-    return int(observation.get["n"]) if _done(observation) else None
+    return int(observation.get[name]) if _done(observation) else None
 
 
 def _done(observation: Any) -> bool:
@@ -223,13 +350,17 @@ def _done(observation: Any) -> bool:
     return bool(getattr(observation, "_result", None))  # Spark Connect: filled by the action
 
 
+def _read_kind(spec: ReadSpec) -> tuple[object, ...]:
+    return (spec.format, spec.schema, spec.on_malformed, tuple(sorted(spec.options.items())))
+
+
 def _merged(spark: SparkSession, sources: Sequence[SourceRange]) -> DataFrame:
     """The ranges read together: one read of all the files of ranges that read alike."""
     groups: dict[tuple[object, ...], list[ReadSpec]] = {}
     wheres: dict[tuple[object, ...], str] = {}
     for source in sources:
         spec = source.read_spec()
-        key = (spec.format, spec.schema, spec.on_malformed, tuple(sorted(spec.options.items())))
+        key = _read_kind(spec)
         groups.setdefault(key, []).append(spec)
         where = str(getattr(source, "where", ""))
         wheres.setdefault(key, where.split(", partition ")[0])
