@@ -211,15 +211,16 @@ class LineParser:
         if lines.null_count or not (_all(pc.starts_with(lines, "{"))
                                     and _all(pc.ends_with(lines, "}"))):  # fmt: skip
             return None
-        if _any(pc.match_substring(lines, "Inf")) or _any(pc.match_substring(lines, "NaN")):
+        if _any(pc.match_substring_regex(lines, "Inf|NaN")):
             return None
         if any(kind == "double" for _, kind in self.schema) and _any(
             pc.match_substring_regex(lines, r"-0+(?:[^.0-9eE]|$)")
         ):  # an integer -0 is 0.0 in Python (int, then float), -0.0 in Arrow
             return None
-        depth = pc.add(pc.count_substring(lines, "["), pc.count_substring(lines, "{"))
-        if pc.max(depth).as_py() > _NESTING:
-            return None
+        if pc.max(pc.binary_length(lines)).as_py() > 2 * _NESTING:  # long lines: count
+            depth = pc.add(pc.count_substring(lines, "["), pc.count_substring(lines, "{"))
+            if pc.max(depth).as_py() > _NESTING:
+                return None
         try:
             lines.validate(full=True)  # UTF-8 (Arrow's reader would pass bad bytes through)
             offsets = pa.array([0, len(lines)], pa.int32())

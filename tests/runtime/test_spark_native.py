@@ -190,3 +190,34 @@ def test_a_file_reported_with_the_default_filesystem_host_finds_its_partition() 
     assert parse._slot(dict(files), "hdfs://nn:8020/log/p1/0.jsonl") == 1
     with pytest.raises(RuntimeError, match="a file of no partition"):
         parse._slot(dict(files), "hdfs://nn:8020/log/p2/0.jsonl")
+
+
+@pytest.mark.parametrize("fmt", ["json", "csv", "parquet"])
+def test_the_types_planning_assumes_are_the_types_spark_reads(
+    spark: Any, tmp_path: Path, fmt: str
+) -> None:
+    from airflow_trident.runtime.spark.native import native_partitions, native_types
+
+    # Given a file log of every field type
+    fields = ["s", "n", "i", "d", "b"]
+    types = {"s": "string", "n": "bigint", "i": "int", "d": "double", "b": "boolean"}
+    row = {"s": "a", "n": 1, "i": 2, "d": 0.5, "b": True}
+    for p in ("p0", "p1"):
+        (tmp_path / p).mkdir()
+        if fmt == "json":
+            (tmp_path / p / "0.json").write_text(json.dumps(row) + "\n")
+        elif fmt == "csv":
+            (tmp_path / p / "0.csv").write_text("s,n,i,d,b\na,1,2,0.5,true\n")
+        else:
+            pq.write_table(pa.Table.from_pylist([row]), tmp_path / p / "0.parquet")
+    spout = FileLogSpout(tmp_path, fields, format=fmt, types=types)
+    steps = word_count(spout, f"native_types_{fmt}")
+    sources = steps.emit(steps.plan(int(steps.begin(None)["txid"])))
+    parts = list(sources["lines"].items())
+    # When planning takes the types from the read specs: they are what Spark reads
+    for pid in (None, "pid"):
+        df = native_partitions(spark, parts, pid)
+        assert native_types(parts) == {
+            f.name: f.dataType for f in df.schema.fields if f.name in fields
+        }
+        assert df.count() == 2

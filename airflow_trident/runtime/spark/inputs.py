@@ -25,7 +25,7 @@ from airflow_trident.runtime.repartition import repartition
 from airflow_trident.runtime.spark import compile as C
 from airflow_trident.runtime.spark.columns import array_of
 from airflow_trident.runtime.spark.frames import Frame, PendingAgg
-from airflow_trident.runtime.spark.native import native_partitions
+from airflow_trident.runtime.spark.native import native_partitions, native_types
 from airflow_trident.runtime.spark.python_ops import LocalStep, PartitionerSegment, PythonSegment
 from airflow_trident.spout.ranges import PartitionRows
 from airflow_trident.tuple import Fields
@@ -122,7 +122,11 @@ def _native_source(
     if exact:
         df = C.exact_partitions(spark, df, C.col(C.PID), max(1, len(parts)), sentinel=sentinel)
     sample = [list(part[:sample_rows]) for _, part in parts] or [[]]
-    return Frame(df, fields, columns, sample, frozenset(), exact, max(1, len(parts)), sentinel)
+    frame = Frame(df, fields, columns, sample, frozenset(), exact, max(1, len(parts)), sentinel)
+    spec_types = native_types(native)
+    if sentinel or not columns or spec_types is None or not set(columns) <= set(spec_types):
+        return frame  # Spark is asked for the types when they are needed
+    return frame.but(known_types={c: spec_types[c] for c in columns})
 
 
 def moved(

@@ -37,7 +37,7 @@ from airflow_trident.errors import ConfigurationError, MalformedRecordError, Tri
 from airflow_trident.runtime.spark.python_ops import failure_text
 from airflow_trident.spout.ranges import LineParse, PartitionRows, ReadSpec, SourceRange
 
-__all__ = ["CORRUPT", "native_partitions", "read_range", "read_spec"]
+__all__ = ["CORRUPT", "native_partitions", "native_types", "read_range", "read_spec"]
 
 CORRUPT = "_trident_corrupt_record"
 
@@ -93,7 +93,7 @@ _SQL_TYPES: dict[str, T.DataType] = {
 
 @dataclass(frozen=True)
 class _ParseLines:
-    """``mapInArrow`` over ``(value, file, block start)`` text rows: each line parsed by the
+    """``mapInArrow`` over ``(value, file[, block start])`` text rows: each line parsed by the
     spout's :class:`~airflow_trident.spout.ranges.LineParse` (in this order within a file, so
     the first row of a file's first block is its first line).
 
@@ -121,7 +121,8 @@ class _ParseLines:
                 if fast is not None:
                     yield pa.RecordBatch.from_arrays(fast, schema=arrow)
                     continue
-                lines, files, starts = (batch.column(i).to_pylist() for i in range(3))
+                lines, files = batch.column(0).to_pylist(), batch.column(1).to_pylist()
+                starts = batch.column(2).to_pylist() if batch.num_columns > 2 else [-1] * len(lines)
                 rows, pids = [], []
                 for line, path, start in zip(lines, files, starts, strict=True):
                     first = start == 0 and path not in started
@@ -204,15 +205,17 @@ def _parsed_lines(spark: SparkSession, spec: ReadSpec, parser: LineParse) -> Dat
     """``spec``'s files read as text lines (Spark splits them), parsed in Python by ``parser``:
     the same records, values and malformed lines as the in-process read."""
     struct = T.StructType([T.StructField(n, _SQL_TYPES[k]) for n, k in spec.schema])
-    return _text(spark, spec.paths).mapInArrow(_ParseLines((parser,), spec.schema), struct)
+    parse = _ParseLines((parser,), spec.schema)
+    return _text(spark, spec.paths, parse.parsers).mapInArrow(parse, struct)
 
 
-def _text(spark: SparkSession, paths: Sequence[str]) -> DataFrame:
-    return spark.read.text(list(paths)).select(
-        F.col("value"),
-        F.col("_metadata.file_path").alias("file"),
-        F.col("_metadata.file_block_start").alias("start"),
-    )
+def _text(spark: SparkSession, paths: Sequence[str], parsers: Sequence[LineParse]) -> DataFrame:
+    """The lines of ``paths`` with their file and, for parsers that take a file's first line
+    apart (CSV's header), where its block starts (JSON lines have no first line)."""
+    columns = [F.col("value"), F.col("_metadata.file_path").alias("file")]
+    if any(getattr(parser, "format", None) != "json" for parser in parsers):
+        columns.append(F.col("_metadata.file_block_start").alias("start"))
+    return spark.read.text(list(paths)).select(*columns)
 
 
 def _lines_of_partitions(
@@ -236,7 +239,7 @@ def _lines_of_partitions(
         [*[T.StructField(n, _SQL_TYPES[k]) for n, k in schema], T.StructField(pid, T.IntegerType())]
     )
     paths = [path for _, spec in group for path in spec.paths]
-    return _text(spark, paths).mapInArrow(parse, struct)
+    return _text(spark, paths, parse.parsers).mapInArrow(parse, struct)
 
 
 def _with_driver(spark: SparkSession, driver: str, jar: str) -> None:
@@ -323,6 +326,19 @@ def native_partitions(
 
 
 _PID = "_trident_source_partition"
+
+
+def native_types(parts: Sequence[tuple[str, PartitionRows]]) -> dict[str, T.DataType] | None:
+    """The Spark types of :func:`native_partitions`' fields (every read casts to its spec's
+    types), so that planning need not ask the server; ``None`` when the ranges' schemas differ
+    or a type has no entry here."""
+    schemas = {source.read_spec().schema for _, rows in parts for source in rows.ranges}
+    if len(schemas) != 1:
+        return None
+    schema = schemas.pop()
+    if any(kind not in _SQL_TYPES for _, kind in schema):
+        return None
+    return {name: _SQL_TYPES[kind] for name, kind in schema}
 
 
 def _observed(df: DataFrame, parts: Sequence[tuple[int, PartitionRows]], pid: str) -> DataFrame:
