@@ -10,8 +10,10 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib
+import os
 import sys
 import sysconfig
+import time
 from pathlib import Path
 from typing import Any
 
@@ -80,8 +82,25 @@ def user_code_digest() -> str:
             continue
         if file.startswith(installation) or str(Path(file).resolve()).startswith(installation):
             continue
-        try:
-            digest.update(name.encode() + b"\0" + Path(file).read_bytes() + b"\0")
-        except OSError:
-            digest.update(name.encode() + b"\0missing\0")
+        digest.update(name.encode() + b"\0" + _source_digest(file) + b"\0")
     return digest.hexdigest()[:16]
+
+
+_SOURCES: dict[str, tuple[tuple[int, int], bytes]] = {}
+"""A source file's digest by its (mtime_ns, size): read again only once it changed. A file
+changed in the last 2 s is always read (two writes within one clock tick share an mtime)."""
+
+
+def _source_digest(file: str) -> bytes:
+    try:
+        stat = os.stat(file)
+        stamp = (stat.st_mtime_ns, stat.st_size)
+        known = _SOURCES.get(file)
+        if known is not None and known[0] == stamp:
+            return known[1]
+        value = hashlib.sha256(Path(file).read_bytes()).digest()
+    except OSError:
+        return b"missing"
+    if time.time_ns() - stat.st_mtime_ns > 2_000_000_000:
+        _SOURCES[file] = (stamp, value)
+    return value

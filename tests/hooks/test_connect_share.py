@@ -65,3 +65,24 @@ def test_a_mistyped_reuse_setting_is_refused(
         ConfigurationError, match=r"\[trident\] connect_session_reuse is 'sometimes'"
     ):
         connect_share_key(_steps(tmp_path, "wc"))
+
+
+def test_the_key_follows_a_source_edited_after_it_was_read_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    # Given a user module whose source was read for a key long after it was written
+    steps = _steps(tmp_path, "wc_c")
+    module_file = tmp_path / "user_topology_old.py"
+    module_file.write_text("X = 1\n")
+    os.utime(module_file, ns=(1_000_000_000, 1_000_000_000))
+    module = types.ModuleType("user_topology_old")
+    module.__file__ = str(module_file)
+    monkeypatch.setitem(sys.modules, "user_topology_old", module)
+    before = connect_share_key(steps)
+    assert connect_share_key(steps) == before
+    # When it is edited (the same size; its mtime moves on)
+    module_file.write_text("X = 2\n")
+    # Then the key changes
+    assert connect_share_key(steps) != before
