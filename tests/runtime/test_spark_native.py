@@ -187,9 +187,9 @@ def test_a_file_reported_with_the_default_filesystem_host_finds_its_partition() 
 
     files = ((_file_key("hdfs:///log/p0/0.jsonl"), 0), (_file_key("hdfs:///log/p1/0.jsonl"), 1))
     parse = _ParseLines((), (("s", "string"),), files, (3, 7), "pid")
-    assert parse._slot(dict(files), "hdfs://nn:8020/log/p1/0.jsonl") == 1
+    assert parse._slot(dict(files), {}, "hdfs://nn:8020/log/p1/0.jsonl") == 1
     with pytest.raises(RuntimeError, match="a file of no partition"):
-        parse._slot(dict(files), "hdfs://nn:8020/log/p2/0.jsonl")
+        parse._slot(dict(files), {}, "hdfs://nn:8020/log/p2/0.jsonl")
 
 
 @pytest.mark.parametrize("fmt", ["json", "csv", "parquet"])

@@ -26,7 +26,7 @@ import os
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, Observation, SparkSession
@@ -115,9 +115,10 @@ class _ParseLines:
         fields = [pa.field(n, _SPARK_TYPES[k]) for n, k in self.schema]
         arrow = pa.schema([*fields, pa.field(self.pid, pa.int32())] if self.pid else fields)
         slots = dict(self.files)
+        resolved: dict[str, int] = {}  # a reported path's slot, worked out once per file
         try:
             for batch in batches:
-                fast = self._fast(batch, slots)
+                fast = self._fast(batch, slots, resolved)
                 if fast is not None:
                     yield pa.RecordBatch.from_arrays(fast, schema=arrow)
                     continue
@@ -128,7 +129,7 @@ class _ParseLines:
                     first = start == 0 and path not in started
                     if first:
                         started.add(path)
-                    slot = self._slot(slots, path)
+                    slot = self._slot(slots, resolved, path)
                     row = self.parsers[slot].parse(line, first, path)
                     if row is not None:
                         rows.append(row)
@@ -143,7 +144,9 @@ class _ParseLines:
         except TridentError as exc:
             raise RuntimeError(failure_text(exc)) from None
 
-    def _fast(self, batch: pa.RecordBatch, slots: dict[str, int]) -> list[pa.Array] | None:
+    def _fast(
+        self, batch: pa.RecordBatch, slots: dict[str, int], resolved: dict[str, int]
+    ) -> list[pa.Array] | None:
         """The batch's columns parsed whole (see the class docs), or ``None``."""
         parse_column = getattr(self.parsers[0], "parse_column", None)
         if parse_column is None or batch.num_rows == 0:
@@ -157,13 +160,19 @@ class _ParseLines:
 
             files = batch.column(1)
             known = pc.unique(files)
-            pids = [self.pids[self._slot(slots, str(f))] for f in known.to_pylist()]
+            pids = [self.pids[self._slot(slots, resolved, path)] for path in known.to_pylist()]
             columns.append(pa.array(pids, pa.int32()).take(pc.index_in(files, value_set=known)))
         return columns
 
-    def _slot(self, slots: dict[str, int], path: str) -> int:
+    def _slot(self, slots: dict[str, int], resolved: dict[str, int], path: str) -> int:
+        """The slot of the file Spark reports as ``path`` (``resolved``: the ones found)."""
         if not self.files:
             return 0
+        if path not in resolved:
+            resolved[path] = self._find(slots, path)
+        return resolved[path]
+
+    def _find(self, slots: dict[str, int], path: str) -> int:
         key = _file_key(path, reported=True)
         slot = slots.get(key)
         if slot is None:  # hdfs:///x given, hdfs://namenode:8020/x reported: the path alone
@@ -229,7 +238,7 @@ def _lines_of_partitions(
         (_file_key(path), slot) for slot, (_, spec) in enumerate(group) for path in spec.paths
     )
     parse = _ParseLines(
-        tuple(spec.lines for _, spec in group if spec.lines is not None),
+        tuple(cast(LineParse, spec.lines) for _, spec in group),  # grouped: all have one
         schema,
         files,
         tuple(index for index, _ in group),
