@@ -9,10 +9,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from typing import Any
+import functools
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, cast
 
-__all__ = ["Fields", "TridentCollector", "TridentTuple", "as_fields"]
+__all__ = ["Fields", "TridentCollector", "TridentTuple", "as_fields", "tuple_type"]
 
 Fields = tuple[str, ...]
 
@@ -26,19 +27,30 @@ def as_fields(fields: str | Sequence[str]) -> Fields:
     return (fields,) if isinstance(fields, str) else tuple(fields)
 
 
-class TridentTuple(Sequence[Any]):
-    """Read-only values with field names; index by position or with :meth:`get` by name."""
+class TridentTuple(tuple[Any, ...]):
+    """Read-only values with field names; index by position or with :meth:`get` by name.
 
-    __slots__ = ("_fields", "_values")
+    It is a ``tuple`` of the values (so it compares, hashes and unpacks as one); the field
+    names belong to its type, shared by every tuple of the same fields. Hot loops build
+    tuples with :func:`tuple_type` (a C-level constructor, no per-tuple Python call).
 
-    def __init__(self, values: Sequence[Any], fields: Sequence[str]) -> None:
-        self._values = tuple(values)
-        self._fields = tuple(fields)
+    >>> t = TridentTuple(("ann", 3), ("user", "n"))
+    >>> t == ("ann", 3), tuple_type(("user", "n"))(("ann", 3)) == t, t.fields
+    (True, True, ('user', 'n'))
+    >>> import pickle; pickle.loads(pickle.dumps(t))
+    TridentTuple({'user': 'ann', 'n': 3})
+    """
+
+    __slots__ = ()
+    _fields: Fields = ()
+
+    def __new__(cls, values: Iterable[Any], fields: Sequence[str]) -> TridentTuple:
+        return tuple.__new__(_tuple_class(tuple(fields)), values)
 
     @property
     def values(self) -> tuple[Any, ...]:
         """The values, in field order."""
-        return self._values
+        return tuple(self)
 
     @property
     def fields(self) -> Fields:
@@ -54,22 +66,30 @@ class TridentTuple(Sequence[Any]):
             Naming the field and the available ones.
         """
         try:
-            return self._values[self._fields.index(field)]
+            return self[self._fields.index(field)]
         except ValueError:
             msg = f"field {field!r} is not in this tuple; available: {list(self._fields)}"
             raise KeyError(msg) from None
 
-    def __getitem__(self, index: Any) -> Any:
-        return self._values[index]
-
-    def __len__(self) -> int:
-        return len(self._values)
-
-    def __iter__(self) -> Iterator[Any]:
-        return iter(self._values)
-
     def __repr__(self) -> str:
-        return f"TridentTuple({dict(zip(self._fields, self._values, strict=True))!r})"
+        return f"TridentTuple({dict(zip(self._fields, self, strict=True))!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (TridentTuple, (tuple(self), self._fields))
+
+
+def tuple_type(fields: Sequence[str]) -> Callable[[Iterable[Any]], TridentTuple]:
+    """The constructor of :class:`TridentTuple` s of ``fields``: ``tuple_type(f)(values)``
+    equals ``TridentTuple(values, f)``, without a Python call per tuple."""
+    return cast(Callable[[Iterable[Any]], TridentTuple], _tuple_class(tuple(fields)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _tuple_class(fields: Fields) -> type[TridentTuple]:
+    """The type of the tuples of ``fields`` (one per field list)."""
+    namespace = {"__slots__": (), "_fields": fields, "__new__": tuple.__new__,
+                 "__qualname__": "TridentTuple", "__module__": __name__}  # fmt: skip
+    return type("TridentTuple", (TridentTuple,), namespace)
 
 
 class TridentCollector:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from airflow_trident.operation.base import (
     Aggregator,
+    ColumnFunction,
     CombinerAggregator,
     Consumer,
     Filter,
@@ -31,6 +32,7 @@ from airflow_trident.operation.builtin import (
 
 __all__ = [
     "Aggregator",
+    "ColumnFunction",
     "CombinerAggregator",
     "Consumer",
     "Count",

@@ -16,7 +16,7 @@ from typing import Any
 
 from airflow_trident.graph import AggPart
 from airflow_trident.operation.base import Aggregator, CombinerAggregator, ReducerAggregator
-from airflow_trident.tuple import Fields, TridentCollector, TridentTuple
+from airflow_trident.tuple import Fields, TridentCollector, TridentTuple, tuple_type
 
 __all__ = ["aggregate_rows", "combine_partials", "group_rows", "partial_rows", "run_aggregator"]
 
@@ -33,7 +33,8 @@ def group_rows(
 
 def _views(rows: Sequence[tuple[Any, ...]], fields: Fields, inputs: Fields) -> list[TridentTuple]:
     index = [fields.index(f) for f in inputs]
-    return [TridentTuple([r[i] for i in index], inputs) for r in rows]
+    view = tuple_type(inputs)
+    return [view([r[i] for i in index]) for r in rows]
 
 
 def run_aggregator(

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import operator
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -45,6 +46,7 @@ from airflow_trident.graph import (
     StateQueryNode,
     WindowNode,
 )
+from airflow_trident.operation.base import ColumnFunction
 from airflow_trident.planner.plan import ExecutionPlan, FinalAgg, Op, PartialAgg, PersistSink, Stage
 from airflow_trident.planner.planner import build_plan
 from airflow_trident.runtime.aggregate import aggregate_rows, combine_partials, partial_rows
@@ -55,9 +57,9 @@ from airflow_trident.runtime.repartition import repartition
 from airflow_trident.runtime.result import Partitions, ProcessResult, StagedState
 from airflow_trident.runtime.window import dry_window_results, window_results
 from airflow_trident.topology import TridentTopology
-from airflow_trident.tuple import Fields, TridentCollector, TridentTuple
+from airflow_trident.tuple import Fields, TridentCollector, TridentTuple, tuple_type
 
-__all__ = ["LocalBatchProcessor", "emit_partitions", "run_commit_phase"]
+__all__ = ["LocalBatchProcessor", "each_rows", "emit_partitions", "run_commit_phase"]
 
 log = logging.getLogger(__name__)
 
@@ -209,7 +211,7 @@ class LocalBatchProcessor:
 
     def _dispatch(self, op: Op, rows: list[Row], fields: Fields, txid: int) -> list[Row]:
         if isinstance(op, EachNode):
-            return _each(op, rows, fields, txid)
+            return each_rows(op, rows, fields, txid)
         if isinstance(op, FilterNode):
             return _filter(op, rows, fields, txid)
         if isinstance(op, MapNode):
@@ -253,14 +255,19 @@ def _guard(step: str, txid: int, row: Row, call: Callable[..., Any], *args: Any)
         raise _fail(step, txid, row, exc) from exc
 
 
-def _each(op: EachNode, rows: list[Row], fields: Fields, txid: int) -> list[Row]:
+def each_rows(op: EachNode, rows: list[Row], fields: Fields, txid: int) -> list[Row]:
+    """``each``: every tuple of ``rows`` followed by each output its function emits for it (a
+    :class:`~airflow_trident.operation.ColumnFunction` computes a whole list at once; Spark's
+    Python steps run this same function on each Arrow batch)."""
+    if isinstance(op.function, ColumnFunction):
+        return _each_columns(op, op.function, rows, fields, txid)
     index = [fields.index(f) for f in op.input_fields]
+    view = tuple_type(op.input_fields)
     width = len(op.function_fields)
     out: list[Row] = []
     for r in rows:
         collector = TridentCollector()
-        view = TridentTuple([r[i] for i in index], op.input_fields)
-        _guard(op.id, txid, r, op.function.execute, view, collector)
+        _guard(op.id, txid, r, op.function.execute, view([r[i] for i in index]), collector)
         for emitted in collector.rows:
             if len(emitted) != width:
                 declared = list(op.function_fields)
@@ -270,21 +277,46 @@ def _each(op: EachNode, rows: list[Row], fields: Fields, txid: int) -> list[Row]
     return out
 
 
+def _each_columns(
+    op: EachNode, function: ColumnFunction, rows: list[Row], fields: Fields, txid: int
+) -> list[Row]:
+    """``each`` of a column function: one call for ``rows``; when it fails, each record alone
+    (so the error names the record, as the per-tuple loop's does)."""
+    if not rows:
+        return []
+    columns = [[r[i] for r in rows] for i in [fields.index(f) for f in op.input_fields]]
+    try:
+        out = function.execute_columns(columns)
+        width, sizes = len(op.function_fields), [len(column) for column in out]
+        if sizes != [len(rows)] * width:
+            declared = list(op.function_fields)
+            msg = f"execute_columns returned {sizes} values for {declared}, {len(rows)} tuples"
+            raise ValueError(msg)
+    except Exception as exc:
+        if len(rows) > 1:  # the first failing record fails the batch, named
+            for r in rows:
+                each_rows(op, [r], fields, txid)
+        if isinstance(exc, TridentError) and not isinstance(exc, FailedException):
+            raise
+        raise _fail(op.id, txid, rows[0] if len(rows) == 1 else None, exc) from exc
+    return list(map(operator.add, rows, zip(*out, strict=True)))
+
+
 def _filter(op: FilterNode, rows: list[Row], fields: Fields, txid: int) -> list[Row]:
     index = [fields.index(f) for f in op.input_fields]
+    view = tuple_type(op.input_fields)
     kept = []
     for r in rows:
-        view = TridentTuple([r[i] for i in index], op.input_fields)
-        if _guard(op.id, txid, r, op.filter.is_keep, view):
+        if _guard(op.id, txid, r, op.filter.is_keep, view([r[i] for i in index])):
             kept.append(r)
     return kept
 
 
 def _map(op: MapNode, rows: list[Row], fields: Fields, txid: int) -> list[Row]:
     out: list[Row] = []
+    view = tuple_type(fields)
     for r in rows:
-        view = TridentTuple(r, fields)
-        produced = _guard(op.id, txid, r, op.function.execute, view)
+        produced = _guard(op.id, txid, r, op.function.execute, view(r))
         for values in produced if op.flat else [produced]:
             values = tuple(values)
             if len(values) != len(op.fields):
@@ -336,4 +368,3 @@ def run_commit_phase(
             sources[stage.source.id] = {str(i): rows for i, rows in enumerate(parts)}
     if sources:
         processor.process(txid, sources, phase="commit")
-

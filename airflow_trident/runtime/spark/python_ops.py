@@ -25,10 +25,11 @@ import dataclasses
 import functools
 import gc
 import operator
+import pickle
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -37,20 +38,22 @@ from pyspark import TaskContext
 from airflow_trident import errors
 from airflow_trident.errors import BatchFailedError, FailedException, TridentError, decode_error
 from airflow_trident.graph import EachNode, FilterNode, PersistNode, SpoutNode
+from airflow_trident.operation.base import ColumnFunction
 from airflow_trident.planner.plan import ExecutionPlan, Op, Stage
 from airflow_trident.runtime.commit import query_state
-from airflow_trident.runtime.local import LocalBatchProcessor
+from airflow_trident.runtime.local import LocalBatchProcessor, each_rows
 from airflow_trident.runtime.operations import prepared
 from airflow_trident.runtime.reference import cached_topology
 from airflow_trident.runtime.result import Partitions
 from airflow_trident.runtime.spark.columns import (
     ColumnConversionError,
+    python_values,
     rows_from_batch,
     rows_to_batch,
 )
 from airflow_trident.state.binding import StateBinding
 from airflow_trident.topology import TridentTopology
-from airflow_trident.tuple import Fields, TridentCollector, TridentTuple
+from airflow_trident.tuple import Fields, TridentCollector, tuple_type
 
 __all__ = [
     "SENTINEL",
@@ -184,14 +187,16 @@ def _view(index: Sequence[int]) -> Callable[[Row], tuple[Any, ...]]:
 
 
 def _fast_each(op: EachNode, in_fields: Fields, txid: int, local: LocalStep) -> Step:
-    """``each`` with one collector per partition (same rows and errors as the local loop)."""
-    view = _view([in_fields.index(f) for f in op.input_fields])
+    """``each`` with one collector per partition (same rows and errors as the local loop); a
+    column function runs the local runtime's own code on each batch."""
+    if isinstance(op.function, ColumnFunction):
+        return functools.partial(each_rows, op, fields=in_fields, txid=txid)
+    view = tuple_type(op.input_fields)
     width = len(op.function_fields)
-    names = op.input_fields
     execute = op.function.execute
-
     index = [in_fields.index(f) for f in op.input_fields]
     single = index[0] if len(index) == 1 else -1
+    values = _view(index)
 
     def run(rows: list[Row]) -> list[Row]:
         out: list[Row] = []
@@ -201,8 +206,7 @@ def _fast_each(op: EachNode, in_fields: Fields, txid: int, local: LocalStep) -> 
         row: Row = ()
         try:
             for row in rows:
-                values = (row[single],) if single >= 0 else view(row)
-                execute(TridentTuple(values, names), collector)
+                execute(view((row[single],) if single >= 0 else values(row)), collector)
                 if emitted:
                     for new in emitted:
                         if len(new) != width:
@@ -218,8 +222,8 @@ def _fast_each(op: EachNode, in_fields: Fields, txid: int, local: LocalStep) -> 
 
 
 def _fast_filter(op: FilterNode, in_fields: Fields, txid: int, local: LocalStep) -> Step:
-    view = _view([in_fields.index(f) for f in op.input_fields])
-    names = op.input_fields
+    values = _view([in_fields.index(f) for f in op.input_fields])
+    view = tuple_type(op.input_fields)
     keep = op.filter.is_keep
 
     def run(rows: list[Row]) -> list[Row]:
@@ -227,7 +231,7 @@ def _fast_filter(op: FilterNode, in_fields: Fields, txid: int, local: LocalStep)
         row: Row = ()
         try:
             for row in rows:
-                if keep(TridentTuple(view(row), names)):
+                if keep(view(values(row))):
                     kept.append(row)
         except Exception as exc:
             local([row])
@@ -327,6 +331,61 @@ class PythonSegment:
                 )
                 raise BatchFailedError(msg) from exc
 
+    @functools.cached_property
+    def columnar(self) -> bool:
+        """Every step is ``each`` of a :class:`ColumnFunction`: batches go column to column,
+        with no row tuples."""
+        return bool(self.ops) and all(
+            isinstance(op, EachNode) and isinstance(op.function, ColumnFunction) for op in self.ops
+        )
+
+    def _columns(self, batch: pa.RecordBatch) -> pa.RecordBatch | None:
+        """``batch`` through the column functions, column by column; ``None`` when a step
+        fails or returns the wrong shape, or a column does not convert: the row path then
+        runs the batch (and raises the local runtime's error, naming the record)."""
+        try:
+            if self.sentinel:
+                batch = batch.filter(pc.invert(batch.column(SENTINEL)))
+            columns: dict[str, list[Any]] = {}
+            for op in cast("tuple[EachNode, ...]", self.ops):
+                function = cast(ColumnFunction, op.function)
+                for name in op.input_fields:
+                    if name not in columns:
+                        columns[name] = self._input(batch, name)
+                out = function.execute_columns([columns[name] for name in op.input_fields])
+                if [len(c) for c in out] != [batch.num_rows] * len(op.function_fields):
+                    return None
+                for name, column in zip(op.function_fields, out, strict=True):
+                    columns[name] = column if type(column) is list else list(column)
+            return pa.RecordBatch.from_arrays(
+                [self._output(batch, columns, target) for target in self.out_schema],
+                schema=self.out_schema,
+            )
+        except Exception:
+            return None
+
+    def _input(self, batch: pa.RecordBatch, name: str) -> list[Any]:
+        values = python_values(batch.column(name))
+        if name in self.pickled_in:
+            values = [None if v is None else pickle.loads(v) for v in values]
+        return values
+
+    def _output(
+        self, batch: pa.RecordBatch, columns: dict[str, list[Any]], target: pa.Field
+    ) -> pa.Array:
+        values = columns.get(target.name)
+        if values is None and target.name in batch.schema.names:  # passes through
+            same = (target.name in self.pickled_in) == (target.name in self.pickled_out)
+            array = batch.column(target.name)
+            if not same or array.type != target.type:
+                raise TypeError(target.name)  # the row path converts it
+            return array
+        if values is None:  # a placeholder column that keeps the row count
+            return pa.nulls(batch.num_rows, target.type)
+        if target.name in self.pickled_out:
+            values = [None if v is None else pickle.dumps(v) for v in values]
+        return pa.array(values, target.type)
+
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         try:
             steps = self.steps()
@@ -337,9 +396,14 @@ class PythonSegment:
                         out = list(self._batches(self.run_rows(rows, steps)))
                     yield from out
                     return
+                columnar = self.columnar
                 for batch in batches:
                     with _no_cyclic_gc():
-                        out = list(self._batches(self.run_rows(self._rows(batch), steps)))
+                        fast = self._columns(batch) if columnar else None
+                        if fast is not None:
+                            out = [fast] if fast.num_rows else []
+                        else:
+                            out = list(self._batches(self.run_rows(self._rows(batch), steps)))
                     yield from out
         except TridentError as exc:
             raise _WorkerFailure(failure_text(exc)) from None
