@@ -34,7 +34,7 @@ from airflow_trident.runtime.spark.columns import PICKLED, infer_type
 from airflow_trident.runtime.spark.compile import ROW
 from airflow_trident.tuple import Fields
 
-__all__ = ["Frame", "OutputSchema", "PendingAgg", "output_schema", "produced_fields"]
+__all__ = ["Frame", "OutputSchema", "PendingAgg", "Sample", "output_schema", "produced_fields"]
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,31 @@ class PendingAgg:
     pre: Frame
 
 
+class Sample:
+    """A frame's sample rows, computed when first read: a plan of built-in steps only (Spark
+    SQL all the way to the staging) never reads them, so never computes them.
+
+    >>> s = Sample(lambda: [[("cow",)]]); s.rows
+    [[('cow',)]]
+    >>> Sample([[]]).rows
+    [[]]
+    """
+
+    __slots__ = ("_compute", "_rows")
+
+    def __init__(self, rows: Partitions | Callable[[], Partitions]) -> None:
+        self._rows: Partitions | None = None if callable(rows) else rows
+        self._compute = rows if callable(rows) else None
+
+    @property
+    def rows(self) -> Partitions:
+        """The rows, per partition."""
+        if self._rows is None:
+            assert self._compute is not None
+            self._rows, self._compute = self._compute(), None
+        return self._rows
+
+
 @dataclass
 class Frame:
     """A stage's tuples on Spark (see module doc)."""
@@ -52,7 +77,7 @@ class Frame:
     df: DataFrame
     fields: Fields
     columns: tuple[str, ...]
-    sample: Partitions
+    sample: Sample
     pickled: frozenset[str] = frozenset()
     exact: bool = False
     nparts: int = 1

@@ -22,9 +22,10 @@ from airflow_trident.graph import AggregateNode, JoinNode, MergeNode, Repartitio
 from airflow_trident.planner.plan import FinalAgg, PersistSink, Stage
 from airflow_trident.runtime.join import join_partitions
 from airflow_trident.runtime.repartition import repartition
+from airflow_trident.runtime.result import Partitions
 from airflow_trident.runtime.spark import compile as C
 from airflow_trident.runtime.spark.columns import array_of
-from airflow_trident.runtime.spark.frames import Frame, PendingAgg
+from airflow_trident.runtime.spark.frames import Frame, PendingAgg, Sample
 from airflow_trident.runtime.spark.native import native_partitions, native_types
 from airflow_trident.runtime.spark.python_ops import LocalStep, PartitionerSegment, PythonSegment
 from airflow_trident.spout.ranges import PartitionRows
@@ -91,7 +92,7 @@ def source(
         df = C.exact_partitions(spark, df, C.col(C.PID), n, sentinel=sentinel)
     sample = [list(part[:sample_rows]) for _, part in parts] or [[]]
     types = {c: from_arrow_type(a.type) for c, a in zip(columns, arrays, strict=False)}
-    frame = Frame(df, fields, columns, sample, frozenset(pickled), exact, n, sentinel)
+    frame = Frame(df, fields, columns, Sample(sample), frozenset(pickled), exact, n, sentinel)
     return frame.but(known_types=types)
 
 
@@ -121,8 +122,9 @@ def _native_source(
     df = df.select(*cols, C.col(C.PID)) if exact else df.select(*cols)
     if exact:
         df = C.exact_partitions(spark, df, C.col(C.PID), max(1, len(parts)), sentinel=sentinel)
-    sample = [list(part[:sample_rows]) for _, part in parts] or [[]]
-    frame = Frame(df, fields, columns, sample, frozenset(), exact, max(1, len(parts)), sentinel)
+    sample = Sample(lambda: [list(part[:sample_rows]) for _, part in parts] or [[]])
+    n = max(1, len(parts))
+    frame = Frame(df, fields, columns, sample, frozenset(), exact, n, sentinel)
     spec_types = native_types(native)
     if sentinel or not columns or spec_types is None or not set(columns) <= set(spec_types):
         return frame  # Spark is asked for the types when they are needed
@@ -144,7 +146,7 @@ def moved(
     a hint; Spark chooses when exact partitions are not needed)."""
     n = hint or 1
     keys = [up.fields.index(f) for f in how.key_fields]
-    sample = repartition(up.sample, how.method, keys, n, how.partitioner)
+    sample = Sample(lambda: repartition(up.sample.rows, how.method, keys, n, how.partitioner))
     exact = exact or sentinel or how.method not in ("partition_by", "shuffle")
     df = up.df
     if how.method == "partition_by" and not exact:
@@ -230,7 +232,7 @@ def merged(
     pickled = {
         node.fields[k] for up in stages for k, name in enumerate(up.fields) if name in up.pickled
     }
-    sample = [part for up in stages for part in up.sample]
+    sample = Sample(lambda: [part for up in stages for part in up.sample.rows])
     exact = all(f.exact for f in stages)
     nparts = sum(f.nparts for f in stages)
     return Frame(df, node.fields, node.fields, sample, frozenset(pickled), exact, nparts)
@@ -241,17 +243,20 @@ def joined(stages: Sequence[Frame], node: JoinNode, hint: int | None) -> Frame:
     fields = [f.fields for f in stages]
     df = C.join(node, [C.select(f.df, f.fields) for f in stages], fields)
     n = hint or 1
-    samples = [
-        repartition(up.sample, "partition_by", [up.fields.index(k) for k in keys], n)
-        for up, keys in zip(stages, node.join_fields, strict=True)
-    ]
-    sample = join_partitions(node, samples, fields)
+
+    def sample() -> Partitions:
+        samples = [
+            repartition(up.sample.rows, "partition_by", [up.fields.index(k) for k in keys], n)
+            for up, keys in zip(stages, node.join_fields, strict=True)
+        ]
+        return join_partitions(node, samples, fields)
+
     sources = [(stages[0], k) for k in node.join_fields[0]]
     sources += [
         (up, f) for up, others in zip(stages, node.other_fields, strict=True) for f in others
     ]
     pickled = {out for out, (up, f) in zip(node.fields, sources, strict=True) if f in up.pickled}
-    return Frame(df, node.fields, node.fields, sample, frozenset(pickled), False, n)
+    return Frame(df, node.fields, node.fields, Sample(sample), frozenset(pickled), False, n)
 
 
 def aggregated(
@@ -277,11 +282,14 @@ def aggregated(
     n = stage.parallelism or 1
     assert stage.inputs[0].repartition is not None
     method = stage.inputs[0].repartition.method
-    sample = repartition(up.sample, method, list(range(len(group))), n)
     step = op if isinstance(op, FinalAgg) else combined(op)
-    sample = LocalStep(step, stage.in_fields, txid, states).partitions(sample)
+
+    def sample() -> Partitions:
+        rows = repartition(up.sample.rows, method, list(range(len(group))), n)
+        return LocalStep(step, stage.in_fields, txid, states).partitions(rows)
+
     pickled = frozenset(k for k in group if k in pending.pre.pickled)  # keys stay pickled
-    return Frame(df, op.fields, op.fields, sample, pickled, False, n)
+    return Frame(df, op.fields, op.fields, Sample(sample), pickled, False, n)
 
 
 def establish(

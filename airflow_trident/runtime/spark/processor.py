@@ -34,7 +34,7 @@ from airflow_trident.planner.planner import build_plan
 from airflow_trident.runtime.commit import query_state
 from airflow_trident.runtime.spark import compile as C
 from airflow_trident.runtime.spark import inputs
-from airflow_trident.runtime.spark.frames import Frame, PendingAgg, output_schema
+from airflow_trident.runtime.spark.frames import Frame, PendingAgg, Sample, output_schema
 from airflow_trident.runtime.spark.liveness import StageLiveness, analyze, op_inputs
 from airflow_trident.runtime.spark.python_ops import (
     SENTINEL,
@@ -328,7 +328,8 @@ class _Run:
         if isinstance(op, PartialAgg) and not C.builtin_parts(op.node.parts, usable):
             return None
         after = live.before[i + 1] if i + 1 < len(live.before) else live.after
-        sample = LocalStep(op, in_fields, self.txid, self.states).partitions(frame.sample)
+        step = LocalStep(op, in_fields, self.txid, self.states)
+        sample = Sample(lambda: step.partitions(frame.sample.rows))
         if isinstance(op, PartialAgg):  # Spark's groupBy in the next stage does both halves
             pending = PendingAgg(op.node, frame)
             return Frame(frame.df, op.fields, op.fields, sample, pending=pending)
@@ -362,7 +363,7 @@ class _Run:
         after = live.before[j] if j < len(live.before) else live.after
         in_columns = [f for f in fields[0] if f in live.before[i] and f in frame.columns]
         df = C.select(frame.df, [*in_columns, *([SENTINEL] if frame.sentinel else [])])
-        sample = frame.sample
+        sample = frame.sample.rows
         for op, in_fields in zip(ops, fields, strict=True):
             sample = LocalStep(op, in_fields, self.txid, self.states).partitions(sample)
         out_fields = ops[-1].fields
@@ -387,7 +388,7 @@ class _Run:
             df=df.mapInArrow(fn, schema.spark),
             fields=out_fields,
             columns=columns,
-            sample=sample,
+            sample=Sample(sample),
             pickled=schema.pickled,
             sentinel=False,
         )
