@@ -11,6 +11,6 @@ if [ -d airflow_trident ] || [ -d tests ]; then step .venv/bin/ruff check .; fi
 if [ -d airflow_trident ]; then step .venv/bin/mypy --strict airflow_trident; fi
 if [ -d tests/harness ]; then step .venv/bin/mypy --strict tests/harness; fi
 if [ -d airflow_trident ]; then step .venv/bin/lint-imports --no-cache --no-logo; fi
-if [ -d tests ]; then step .venv/bin/pytest -q "$@"; fi
+if [ -d tests ]; then step .venv/bin/pytest -q --durations=20 "$@"; fi
 if [ ${#failed[@]} -gt 0 ]; then echo "[test] FAILED: ${failed[*]}" >&2; exit 1; fi
 echo "[test] all passed" >&2

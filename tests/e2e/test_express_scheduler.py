@@ -26,7 +26,7 @@ from tests.harness.file_log import land, word_counts
 from tests.harness.scheduler import AirflowCluster, running_airflow
 from tests.harness.topologies import e2e_expected_counts as expected
 
-pytestmark = [pytest.mark.integration, pytest.mark.e2e]
+pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.scheduler]
 
 EXPRESS = "e2e_express_sched"
 ON_DATA = "e2e_on_data"

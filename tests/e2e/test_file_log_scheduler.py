@@ -20,7 +20,7 @@ import pytest
 from tests.harness.file_log import land, word_counts
 from tests.harness.scheduler import running_airflow
 
-pytestmark = [pytest.mark.integration, pytest.mark.e2e]
+pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.scheduler]
 
 DAG_ID = "e2e_file_log"
 DAG_FILE = f"""

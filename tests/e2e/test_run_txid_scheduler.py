@@ -20,7 +20,7 @@ import pytest
 from tests.e2e.test_scheduler import deployment_env
 from tests.harness.scheduler import AirflowCluster, running_airflow
 
-pytestmark = [pytest.mark.integration, pytest.mark.e2e]
+pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.scheduler]
 
 DAG_ID = "e2e_run_txid"
 DAG_FILE = f"""
