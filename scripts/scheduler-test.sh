@@ -3,7 +3,7 @@
 # express layout with `schedule="on_data"`, files landing while batches run, a running run's txid
 # in the Trident tab. Each starts a whole Airflow (scheduler, DAG processor, triggerer, API
 # server). Runs `pytest -m scheduler tests/e2e` with TRIDENT_SCHEDULER=1, plus the short
-# real-scheduler runs the test command has too. Extra arguments go to pytest. ~10 min on 2 cores.
+# real-scheduler runs the test command has too. Extra arguments go to pytest. ~13 min on 2 cores.
 set -uo pipefail
 # shellcheck source=scripts/env.sh
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
