@@ -1,10 +1,12 @@
 """User Python operations on Spark: a run of fused steps as one ``mapInArrow`` function.
 
-The function runs in Spark's Python workers. It turns each Arrow batch into row tuples, runs the
-steps with the local runtime's own code (:class:`~airflow_trident.runtime.local.
-LocalBatchProcessor` on a one-step plan), and turns the rows back into an Arrow batch. ``each``
-and filters take a faster loop with the same semantics; when it meets a failing record, that
-record is re-run through the local runtime so the error is the local runtime's, word for word.
+The function runs in Spark's Python workers. A run of ``each`` and filters goes column to
+column (:mod:`~airflow_trident.runtime.spark.columnar`). Other steps (and a batch the columns
+path fails on) take the row path: each Arrow batch becomes row tuples, the steps run with the
+local runtime's own code (:class:`~airflow_trident.runtime.local.LocalBatchProcessor` on a
+one-step plan), and the rows become an Arrow batch again. ``each`` and filters take a faster
+loop there with the same semantics; when it meets a failing record, that record is re-run
+through the local runtime so the error is the local runtime's, word for word.
 
 A failure crosses the Spark worker boundary inside a marker (:func:`failure_text`); the driver
 finds it in Spark's exception and raises the same error (:func:`batch_failure`).
@@ -25,11 +27,10 @@ import dataclasses
 import functools
 import gc
 import operator
-import pickle
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -45,9 +46,9 @@ from airflow_trident.runtime.local import LocalBatchProcessor, each_rows
 from airflow_trident.runtime.operations import prepared
 from airflow_trident.runtime.reference import cached_topology
 from airflow_trident.runtime.result import Partitions
+from airflow_trident.runtime.spark.columnar import columnar_ops, run_columns
 from airflow_trident.runtime.spark.columns import (
     ColumnConversionError,
-    python_values,
     rows_from_batch,
     rows_to_batch,
 )
@@ -333,58 +334,17 @@ class PythonSegment:
 
     @functools.cached_property
     def columnar(self) -> bool:
-        """Every step is ``each`` of a :class:`ColumnFunction`: batches go column to column,
-        with no row tuples."""
-        return bool(self.ops) and all(
-            isinstance(op, EachNode) and isinstance(op.function, ColumnFunction) for op in self.ops
-        )
+        """Every step is ``each`` or a filter: batches go column to column, with no row
+        tuples (:mod:`~airflow_trident.runtime.spark.columnar`)."""
+        return not self.whole and columnar_ops(self.ops)
 
     def _columns(self, batch: pa.RecordBatch) -> pa.RecordBatch | None:
-        """``batch`` through the column functions, column by column; ``None`` when a step
-        fails or returns the wrong shape, or a column does not convert: the row path then
-        runs the batch (and raises the local runtime's error, naming the record)."""
-        try:
-            if self.sentinel:
-                batch = batch.filter(pc.invert(batch.column(SENTINEL)))
-            columns: dict[str, list[Any]] = {}
-            for op in cast("tuple[EachNode, ...]", self.ops):
-                function = cast(ColumnFunction, op.function)
-                for name in op.input_fields:
-                    if name not in columns:
-                        columns[name] = self._input(batch, name)
-                out = function.execute_columns([columns[name] for name in op.input_fields])
-                if [len(c) for c in out] != [batch.num_rows] * len(op.function_fields):
-                    return None
-                for name, column in zip(op.function_fields, out, strict=True):
-                    columns[name] = column if type(column) is list else list(column)
-            return pa.RecordBatch.from_arrays(
-                [self._output(batch, columns, target) for target in self.out_schema],
-                schema=self.out_schema,
-            )
-        except Exception:
-            return None
-
-    def _input(self, batch: pa.RecordBatch, name: str) -> list[Any]:
-        values = python_values(batch.column(name))
-        if name in self.pickled_in:
-            values = [None if v is None else pickle.loads(v) for v in values]
-        return values
-
-    def _output(
-        self, batch: pa.RecordBatch, columns: dict[str, list[Any]], target: pa.Field
-    ) -> pa.Array:
-        values = columns.get(target.name)
-        if values is None and target.name in batch.schema.names:  # passes through
-            same = (target.name in self.pickled_in) == (target.name in self.pickled_out)
-            array = batch.column(target.name)
-            if not same or array.type != target.type:
-                raise TypeError(target.name)  # the row path converts it
-            return array
-        if values is None:  # a placeholder column that keeps the row count
-            return pa.nulls(batch.num_rows, target.type)
-        if target.name in self.pickled_out:
-            values = [None if v is None else pickle.dumps(v) for v in values]
-        return pa.array(values, target.type)
+        """``batch`` through the steps, column by column; ``None`` when a step fails or
+        returns the wrong shape, or a column does not convert: the row path then runs the
+        batch (and raises the local runtime's error, naming the record)."""
+        if self.sentinel:
+            batch = batch.filter(pc.invert(batch.column(SENTINEL)))
+        return run_columns(batch, self.ops, self.out_schema, self.pickled_in, self.pickled_out)
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         try:
