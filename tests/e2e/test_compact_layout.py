@@ -73,6 +73,7 @@ def compact(tmp_path_factory: pytest.TempPathFactory) -> Deployment:
     return Deployment(root, hosts, dag_id="e2e_compact", dag_file=COMPACT_DAG)
 
 
+@pytest.mark.long  # the compact layout stays in the test command: Connect mode, PostgreSQL
 def test_compact_layout_submit_mode_sqlite(compact: Deployment, tmp_path: Path) -> None:
     # Given the compact layout, spark-submit processing and SQLite state
     result = compact.run()

@@ -180,6 +180,7 @@ def pg_deployment(tmp_path_factory: pytest.TempPathFactory) -> PostgresDeploymen
     return PostgresDeployment(tmp_path_factory.mktemp("e2e_pg"), hosts, pg_url)
 
 
+@pytest.mark.long  # Spark commit stays in the test command: Connect mode, compact layout
 def test_spark_commit_runs_give_exact_counts_and_a_replay_changes_nothing(
     pg_deployment: PostgresDeployment,
 ) -> None:

@@ -174,6 +174,7 @@ EXPRESS_BACKFILL_DAG = EXPRESS_DAG.format(
 
 
 @pytest.mark.timeout(900)
+@pytest.mark.long  # backfill stays in the test command: the standard layout's (test_backfill.py)
 def test_express_backfilled_runs_bind_their_txids_and_repeats_change_nothing(
     tmp_path: Path, connect_server: str
 ) -> None:
