@@ -16,8 +16,4 @@ trap stop_cluster EXIT
 bash scripts/cluster.sh start || exit 1
 eval "$(bash scripts/cluster.sh env)"
 export TRIDENT_CLUSTER=1
-started=$SECONDS
-.venv/bin/pytest -q -m cluster tests/cluster "$@"
-rc=$?
-echo "[cluster-test] pytest exited $rc after $((SECONDS - started)) s" >&2
-exit $rc
+timed_pytest cluster-test -q -m cluster tests/cluster "$@"

@@ -10,3 +10,12 @@ export PATH="$ROOT/.venv/bin:$PATH"
 # The test harness (tests/harness, not installed) and its topologies, which tests and bench ship
 # by module reference to Airflow tasks, spark-submit and Spark's Python workers.
 export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+# timed_pytest NAME ARGS...: pytest with ARGS, then "[NAME] pytest exited RC after S s" on stderr;
+# returns pytest's exit code (the gated-test scripts: cluster, scheduler, long).
+timed_pytest() {
+    local name=$1 started=$SECONDS rc=0
+    shift
+    .venv/bin/pytest "$@" || rc=$?
+    echo "[$name] pytest exited $rc after $((SECONDS - started)) s" >&2
+    return $rc
+}

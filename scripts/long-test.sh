@@ -7,8 +7,4 @@ set -uo pipefail
 # shellcheck source=scripts/env.sh
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 export TRIDENT_LONG=1
-started=$SECONDS
-.venv/bin/pytest -q -m long tests/e2e "$@"
-rc=$?
-echo "[long-test] pytest exited $rc after $((SECONDS - started)) s" >&2
-exit $rc
+timed_pytest long-test -q -m long tests/e2e "$@"

@@ -8,10 +8,6 @@ set -uo pipefail
 # shellcheck source=scripts/env.sh
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 export TRIDENT_SCHEDULER=1
-started=$SECONDS
-.venv/bin/pytest -q tests/e2e/test_scheduler.py tests/e2e/test_scheduler_faults.py \
+timed_pytest scheduler-test -q tests/e2e/test_scheduler.py tests/e2e/test_scheduler_faults.py \
     tests/e2e/test_express_scheduler.py tests/e2e/test_file_log_scheduler.py \
     tests/e2e/test_run_txid_scheduler.py "$@"
-rc=$?
-echo "[scheduler-test] pytest exited $rc after $((SECONDS - started)) s" >&2
-exit $rc

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import operator
 import pickle
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, cast
 
 import pyarrow as pa
@@ -40,7 +40,7 @@ from airflow_trident.graph import EachNode, FilterNode
 from airflow_trident.operation.base import ColumnFunction
 from airflow_trident.planner.plan import Op
 from airflow_trident.runtime.spark.columns import python_values
-from airflow_trident.tuple import TridentCollector, tuple_type
+from airflow_trident.tuple import Fields, TridentCollector, TridentTuple, tuple_type
 
 __all__ = ["columnar_ops", "run_columns"]
 
@@ -77,6 +77,12 @@ class _Columns:
             self.read[name] = values
         return values
 
+    def tuples(self, fields: Fields) -> Iterator[TridentTuple]:
+        """A :class:`~airflow_trident.tuple.TridentTuple` of ``fields`` per current record."""
+        inputs = [self.get(name) for name in fields]
+        values = zip(*inputs, strict=True) if inputs else [()] * self.count
+        return map(tuple_type(fields), values)
+
     def take(self, index: list[int]) -> None:
         """Keep (or repeat) the current records at ``index``."""
         for columns in (self.read, self.made):
@@ -102,28 +108,24 @@ class _Columns:
 
 
 def _each(op: EachNode, columns: _Columns) -> None:
-    inputs = [columns.get(name) for name in op.input_fields]
-    width = len(op.function_fields)
     if isinstance(op.function, ColumnFunction):
-        out = op.function.execute_columns(inputs)
-        if [len(c) for c in out] != [columns.count] * width:
+        out = op.function.execute_columns([columns.get(name) for name in op.input_fields])
+        if [len(c) for c in out] != [columns.count] * len(op.function_fields):
             raise ValueError(op.id)
     else:
-        out = _per_tuple(op, inputs, columns)
+        out = _per_tuple(op, columns)
     for name, values in zip(op.function_fields, out, strict=True):
         columns.made[name] = values if type(values) is list else list(values)
 
 
-def _per_tuple(op: EachNode, inputs: list[list[Any]], columns: _Columns) -> list[list[Any]]:
+def _per_tuple(op: EachNode, columns: _Columns) -> list[list[Any]]:
     """The function's output columns; takes the records each output belongs to first, when
     some record did not emit exactly one tuple."""
     execute = op.function.execute
     collector = TridentCollector()
     emitted = cast(list[Any], collector.rows)
     mark = emitted.append
-    view = tuple_type(op.input_fields)
-    values = zip(*inputs, strict=True) if inputs else [()] * columns.count
-    for t in map(view, values):
+    for t in columns.tuples(op.input_fields):
         execute(t, collector)
         mark(_NEXT)
     n = columns.count
@@ -145,10 +147,7 @@ def _per_tuple(op: EachNode, inputs: list[list[Any]], columns: _Columns) -> list
 
 
 def _filter(op: FilterNode, columns: _Columns) -> None:
-    view = tuple_type(op.input_fields)
-    inputs = [columns.get(name) for name in op.input_fields]
-    values = zip(*inputs, strict=True) if inputs else [()] * columns.count
-    keep = list(map(op.filter.is_keep, map(view, values)))
+    keep = list(map(op.filter.is_keep, columns.tuples(op.input_fields)))
     if not all(keep):
         columns.take([i for i, k in enumerate(keep) if k])
 
