@@ -464,7 +464,15 @@ class _FileLog:
             filesystem,
             dead_letter=self.dead_letter is not None,
             rescue=self.rescue,
+            size_bytes=_size(meta["files"]),
         )
+
+
+def _size(files: Any) -> int | None:
+    """The bytes of a batch's files, as its metadata lists them (``None`` if one is missing:
+    metadata written before sizes were kept)."""
+    sizes = [f.get("bytes") for f in files]
+    return None if any(b is None for b in sizes) else sum(int(b) for b in sizes)
 
 
 _INFERRED = ((bool, "boolean"), (int, "bigint"), (float, "double"), (str, "string"))

@@ -272,7 +272,9 @@ class FileRange:
     ``files``: ``(path, records, malformed line numbers)`` each (the malformed lines went to the
     dead-letter location when the range was planned); ``records`` is ``None`` when the batch
     was planned without counting (the job that reads the file counts it, see
-    :func:`~airflow_trident.spout.ranges.emitted_counts`); ``where`` names the batch in errors.
+    :func:`~airflow_trident.spout.ranges.emitted_counts`); ``where`` names the batch in errors;
+    ``size_bytes``: the files' bytes together, when known (the Spark runtime reads a small
+    batch in its driver).
     """
 
     format: str
@@ -283,6 +285,7 @@ class FileRange:
     filesystem: pafs.FileSystem | None = None
     dead_letter: bool = False
     rescue: bool = False
+    size_bytes: int | None = None
 
     @property
     def counted(self) -> bool:

@@ -47,10 +47,14 @@ def table(state_url: str, unique_name: str) -> Iterator[str]:
 Process = Callable[[BatchSteps, int], Any]
 
 
-@pytest.fixture(params=["local", "spark"])
-def process(request: pytest.FixtureRequest) -> Process:
+@pytest.fixture(params=["local", "spark", "spark_tasks"])
+def process(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Process:
+    """In process; on Spark, small batches read by the driver (the default); on Spark, read by
+    Spark's tasks (the parallel read of large batches)."""
     if request.param == "local":
         return lambda steps, txid: steps.process_local(txid)
+    if request.param == "spark_tasks":
+        monkeypatch.setattr("airflow_trident.runtime.spark.driver_read.READ_HERE_BYTES", 0)
     spark = request.getfixturevalue("spark")
     from airflow_trident.batch.spark_job import process_on_spark
 

@@ -26,6 +26,12 @@ from airflow_trident.topology import TridentTopology
 from airflow_trident.tuple import TridentCollector, TridentTuple
 
 
+@pytest.fixture(autouse=True)
+def read_by_spark_tasks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These batches are small: without this the driver would read them (test_spark_driver_read)."""
+    monkeypatch.setattr("airflow_trident.runtime.spark.driver_read.READ_HERE_BYTES", 0)
+
+
 class Lower(Function):
     """Python per word (not Spark SQL): the source's partitions must be exact for it."""
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
@@ -25,6 +25,7 @@ from airflow_trident.runtime.repartition import repartition
 from airflow_trident.runtime.result import Partitions
 from airflow_trident.runtime.spark import compile as C
 from airflow_trident.runtime.spark.columns import array_of
+from airflow_trident.runtime.spark.driver_read import READ_HERE_BYTES, reads_here, table_here
 from airflow_trident.runtime.spark.frames import Frame, PendingAgg, Sample
 from airflow_trident.runtime.spark.native import native_partitions, native_types
 from airflow_trident.runtime.spark.python_ops import LocalStep, PartitionerSegment, PythonSegment
@@ -62,13 +63,19 @@ def source(
     exact: bool,
     sentinel: bool,
     sample_rows: int,
+    read_here_bytes: int = READ_HERE_BYTES,
 ) -> Frame:
     """The emitted rows (``columns`` of them), built column by column into one Arrow table.
 
     Exact: one Spark partition per source partition, in name order (the local runtime's).
+    Ranges are read by Spark, or by this process when they hold at most ``read_here_bytes``
+    (:mod:`~airflow_trident.runtime.spark.driver_read`).
     """
     parts = sorted(emitted.items())
     if any(isinstance(part, PartitionRows) and part.native for _, part in parts):
+        ranged = cast(list[tuple[str, PartitionRows]], parts)
+        if reads_here(ranged, read_here_bytes):
+            return _source_here(spark, fields, ranged, columns, exact, sentinel, sample_rows)
         return _native_source(spark, fields, parts, columns, exact, sentinel, sample_rows)
     rows = [r for _, part in parts for r in part]
     arrays, names, pickled = [], list(columns), set()
@@ -93,6 +100,29 @@ def source(
     sample = [list(part[:sample_rows]) for _, part in parts] or [[]]
     types = {c: from_arrow_type(a.type) for c, a in zip(columns, arrays, strict=False)}
     frame = Frame(df, fields, columns, Sample(sample), frozenset(pickled), exact, n, sentinel)
+    return frame.but(known_types=types)
+
+
+def _source_here(
+    spark: SparkSession,
+    fields: Fields,
+    parts: Sequence[tuple[str, PartitionRows]],
+    columns: tuple[str, ...],
+    exact: bool,
+    sentinel: bool,
+    sample_rows: int,
+) -> Frame:
+    """Small ranges read by this process (:func:`~.driver_read.table_here`), one Arrow table
+    of their read specs' types; exact: one Spark partition per source partition."""
+    exact = exact or sentinel
+    table, rows_of = table_here(parts, columns, C.PID if exact else None)
+    df = spark.createDataFrame(table)
+    n = max(1, len(parts))
+    if exact:
+        df = C.exact_partitions(spark, df, C.col(C.PID), n, sentinel=sentinel)
+    sample = Sample([rows[:sample_rows] for rows in rows_of] or [[]])
+    frame = Frame(df, fields, columns, sample, frozenset(), exact, n, sentinel)
+    types = {c: from_arrow_type(table.schema.field(c).type) for c in columns}
     return frame.but(known_types=types)
 
 

@@ -37,7 +37,7 @@ from airflow_trident.errors import ConfigurationError, MalformedRecordError, Tri
 from airflow_trident.runtime.spark.python_ops import failure_text
 from airflow_trident.spout.ranges import LineParse, PartitionRows, ReadSpec, SourceRange
 
-__all__ = ["CORRUPT", "native_partitions", "native_types", "read_range", "read_spec"]
+__all__ = ["ARROW_TYPES", "CORRUPT", "native_partitions", "native_types", "read_range", "read_spec"]
 
 CORRUPT = "_trident_corrupt_record"
 
@@ -71,7 +71,7 @@ def read_spec(spark: SparkSession, spec: ReadSpec, where: str = "") -> DataFrame
     return df.select(*[F.col(f"`{n}`") for n in names])
 
 
-_SPARK_TYPES: dict[str, Any] = {
+ARROW_TYPES: dict[str, Any] = {  # a read spec's kind of field: its Arrow type
     "string": pa.string(),
     "bigint": pa.int64(),
     "int": pa.int32(),
@@ -112,7 +112,7 @@ class _ParseLines:
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         started: set[str] = set()
-        fields = [pa.field(n, _SPARK_TYPES[k]) for n, k in self.schema]
+        fields = [pa.field(n, ARROW_TYPES[k]) for n, k in self.schema]
         arrow = pa.schema([*fields, pa.field(self.pid, pa.int32())] if self.pid else fields)
         slots = dict(self.files)
         resolved: dict[str, int] = {}  # a reported path's slot, worked out once per file

@@ -33,7 +33,7 @@ from airflow_trident.planner.plan import ExecutionPlan, FinalAgg, Op, PartialAgg
 from airflow_trident.planner.planner import build_plan
 from airflow_trident.runtime.commit import query_state
 from airflow_trident.runtime.spark import compile as C
-from airflow_trident.runtime.spark import inputs
+from airflow_trident.runtime.spark import driver_read, inputs
 from airflow_trident.runtime.spark.frames import Frame, PendingAgg, Sample, output_schema
 from airflow_trident.runtime.spark.liveness import StageLiveness, analyze, op_inputs
 from airflow_trident.runtime.spark.python_ops import (
@@ -73,6 +73,12 @@ class SparkBatchProcessor:
         states ``state_query`` reads (else the persist steps are pickled to them).
     states:
         The run's state database (what ``state_query`` reads, on the driver and the workers).
+    read_here_bytes:
+        A batch whose source ranges hold at most this many bytes (and say so: the file log's
+        ranges) is read by this process, with the spout's own reader, and handed to Spark as
+        one Arrow table; larger batches are read by Spark's tasks in parallel. ``0``: always
+        by Spark. Default: :data:`~airflow_trident.runtime.spark.driver_read.READ_HERE_BYTES`
+        (1 MiB).
     """
 
     def __init__(
@@ -83,10 +89,13 @@ class SparkBatchProcessor:
         sample_rows: int = 100,
         reference: str | None = None,
         states: StateBinding | None = None,
+        read_here_bytes: int | None = None,
     ) -> None:
         self.topology = topology
         self.plan = plan or build_plan(topology)
         self.sample_rows = sample_rows
+        here = driver_read.READ_HERE_BYTES if read_here_bytes is None else read_here_bytes
+        self.read_here_bytes = here
         self.reference = reference
         self.states = states or StateBinding()
 
@@ -280,6 +289,7 @@ class _Run:
                 exact=live.exact,
                 sentinel=sentinel,
                 sample_rows=self.p.sample_rows,
+                read_here_bytes=self.p.read_here_bytes,
             )
         ups = [self.frames[i.stage] for i in stage.inputs]
         if isinstance(first, MergeNode):
