@@ -11,7 +11,8 @@ manager calls this function while Airflow itself is starting.
 >>> sorted(c["connection-type"] for c in info["connection-types"])
 ['trident_state', 'trident_zookeeper']
 >>> sorted(info["config"]["trident"]["options"])
-['connect_session_reuse', 'embedded', 'home', 'staging_root', 'state_conn_id']
+['connect_session_reuse', 'embedded', 'home', 'spark_read_here_bytes', 'staging_root',
+ 'state_conn_id']
 >>> info["cli"], [p["name"] for p in info["plugins"]]
 (['airflow_trident.cli.get_cli_commands'], ['trident_notes', 'trident_drpc', 'trident_status'])
 """
@@ -235,6 +236,19 @@ CONFIG: dict[str, Any] = {
                 "type": "boolean",
                 "example": "false",
                 "default": "true",
+            },
+            "spark_read_here_bytes": {
+                "description": (
+                    "A batch whose source files hold at most this many bytes is read by the "
+                    "process step's Spark driver (a Spark Connect task: the task itself) with "
+                    "the spout's own reader and handed to Spark as one table, which saves the "
+                    "Python worker round trip of each Spark task; larger batches are read by "
+                    "Spark's tasks in parallel. 0 = always by Spark's tasks."
+                ),
+                "version_added": _ADDED,
+                "type": "integer",
+                "example": "0",
+                "default": "1048576",
             },
         },
     }

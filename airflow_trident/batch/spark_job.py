@@ -2,7 +2,7 @@
 
 ``spark-submit airflow_trident/batch/spark_job.py --topology pkg.mod:attr --txid N
 --staging-root DIR --zk-hosts HOSTS [--zk-root /trident] [--zk-chroot /x] [--zk-user U]
-[--commit]``
+[--read-here-bytes N] [--commit]``
 
 It reads the batch metadata from ZooKeeper, records a new attempt, emits the batch, runs the
 plan with :mod:`airflow_trident.runtime.spark` and stages the results (uncompressed Parquet, one
@@ -55,6 +55,9 @@ def _args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--zk-chroot", default=None)
     parser.add_argument("--zk-user", default=None)
     parser.add_argument("--emit-wait", type=float, default=600.0)
+    parser.add_argument(
+        "--read-here-bytes", type=int, default=None, help="[trident] spark_read_here_bytes"
+    )
     parser.add_argument(
         "--commit", action="store_true", help="commit the staged batch (commit_mode='spark')"
     )
@@ -116,15 +119,25 @@ def _uri(staging: StagingArea, path: str) -> str:
     return f"file://{path}"
 
 
-def process_on_spark(steps: BatchSteps, spark: Any, txid: int, emit_wait: float) -> dict[str, Any]:
+def process_on_spark(
+    steps: BatchSteps,
+    spark: Any,
+    txid: int,
+    emit_wait: float,
+    *,
+    read_here_bytes: int | None = None,
+) -> dict[str, Any]:
     """Emit batch ``txid`` (a new attempt), run its plan on ``spark`` and stage it; return the
-    manifest."""
+    manifest. ``read_here_bytes``: see
+    :class:`~airflow_trident.runtime.spark.SparkBatchProcessor` (``None``: its default)."""
     from airflow_trident.runtime.spark import SparkBatchProcessor
 
     plan = steps.new_attempt(txid)
     log.info("txid %d attempt %d: emitting", plan.txid, plan.attempt.attempt_id)
     sources = steps.emit(plan, wait_s=emit_wait)
-    processor = SparkBatchProcessor(steps.topology, states=steps.states)
+    processor = SparkBatchProcessor(
+        steps.topology, states=steps.states, read_here_bytes=read_here_bytes
+    )
     with processor.process(spark, plan.txid, sources) as result:
         manifest = stage_frames(steps.staging, plan, result)
     log.info(
@@ -187,7 +200,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "txid %d commit done in %.1fs: %s", args.txid, time.monotonic() - started, shown
             )
         else:
-            process_on_spark(steps, spark, args.txid, args.emit_wait)
+            process_on_spark(
+                steps, spark, args.txid, args.emit_wait, read_here_bytes=args.read_here_bytes
+            )
             log.info("txid %d processed in %.1fs", args.txid, time.monotonic() - started)
         return 0
     finally:

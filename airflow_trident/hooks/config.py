@@ -25,6 +25,12 @@ Options (declared with types and defaults in ``get_provider_info()["config"]``, 
     outlives them (``true``, default: its Python workers stay warm between batches; see
     :func:`~airflow_trident.runtime.spark.session.remote_session`) or each open and release a
     session of their own (``false``).
+``spark_read_here_bytes``
+    A batch whose source files hold at most this many bytes (default 1048576, 1 MiB) is read
+    by the process step's Spark driver (a Connect task: the task itself) with the spout's own
+    reader and handed to Spark as one table; larger batches are read by Spark's tasks in
+    parallel. ``0``: always by Spark's tasks. See
+    :mod:`~airflow_trident.runtime.spark.driver_read`.
 
 Examples
 --------
@@ -50,6 +56,7 @@ __all__ = [
     "embedded_allowed",
     "embedded_state_url",
     "setting",
+    "spark_read_here_bytes",
     "staging_root",
     "state_conn_id",
 ]
@@ -122,6 +129,27 @@ def connect_session_reuse() -> bool:
     if value in ("false", "0", "no"):
         return False
     msg = f"[{SECTION}] connect_session_reuse is {value!r}; hint: use true or false"
+    raise ConfigurationError(msg)
+
+
+def spark_read_here_bytes() -> int:
+    """``[trident] spark_read_here_bytes`` (default 1048576).
+
+    >>> import os
+    >>> os.environ["AIRFLOW__TRIDENT__SPARK_READ_HERE_BYTES"] = "0"
+    >>> spark_read_here_bytes()
+    0
+    >>> del os.environ["AIRFLOW__TRIDENT__SPARK_READ_HERE_BYTES"]
+
+    Raises
+    ------
+    ConfigurationError
+        If it is not a whole number of bytes, 0 or more.
+    """
+    value = (setting("spark_read_here_bytes") or "1048576").strip()
+    if value.isdigit():
+        return int(value)
+    msg = f"[{SECTION}] spark_read_here_bytes is {value!r}; hint: a number of bytes, 0 or more"
     raise ConfigurationError(msg)
 
 

@@ -84,6 +84,7 @@ def job_arguments(
     *,
     emit_wait_s: float,
     commit: bool = False,
+    read_here_bytes: int | None = None,
 ) -> list[str]:
     """The Spark job's command-line arguments (``batch/spark_job.py``): never a secret."""
     args = [
@@ -100,6 +101,8 @@ def job_arguments(
         args += ["--zk-user", zookeeper.username]
     if commit:
         args.append("--commit")
+    if read_here_bytes is not None:
+        args += ["--read-here-bytes", str(read_here_bytes)]
     return args
 
 
@@ -273,9 +276,11 @@ def process_on_connect(
     """Process batch ``txid`` (a new attempt) through the Spark Connect server of
     ``spark_connect_conn_id``: emit, run the plan, stage; return the manifest."""
     from airflow_trident.batch.spark_job import process_on_spark
+    from airflow_trident.hooks.config import spark_read_here_bytes
 
+    here = spark_read_here_bytes()
     with connect_session(spark_connect_conn_id, share=connect_share_key(steps)) as spark:
-        return process_on_spark(steps, spark, txid, emit_wait_s)
+        return process_on_spark(steps, spark, txid, emit_wait_s, read_here_bytes=here)
 
 
 def commit_on_connect(

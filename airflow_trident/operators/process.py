@@ -8,6 +8,7 @@ from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
+from airflow_trident.hooks.config import spark_read_here_bytes
 from airflow_trident.hooks.process import before_processing, processed, processed_line
 from airflow_trident.hooks.spark import (
     SPARK_JOB,
@@ -92,8 +93,9 @@ class ProcessBatchOperator(TridentLineageMixin, TridentTask, SparkSubmitOperator
                     return skipped
             config = hook.zookeeper_config()
             self.application_args = job_arguments(
-                self.topology, txid, self.staging_root, config, emit_wait_s=emit_wait_s
-            )
+                self.topology, txid, self.staging_root, config, emit_wait_s=emit_wait_s,
+                read_here_bytes=spark_read_here_bytes(),
+            )  # fmt: skip
             mode = deploy_mode(self.spark_conn_id, self.deploy_mode)
             secrets = job_secrets(config, hook.state_url())
             warn_if_remote_driver(mode, secrets)

@@ -52,6 +52,8 @@ def deployment_env(root: Path, zk_hosts: str, topology: str) -> dict[str, str]:
         "TRIDENT_TEST_TOPOLOGY": topology,
         "TRIDENT_TEST_LANDING": str(root / "log"),
         "SPARK_LOCAL_IP": "127.0.0.1",
+        # these batches are small: 0 has Spark's tasks read them (the other DAG runs: the driver)
+        "AIRFLOW__TRIDENT__SPARK_READ_HERE_BYTES": "0",
     }  # fmt: skip
 
 

@@ -94,3 +94,28 @@ def test_the_state_connection_comes_from_the_config_then_the_env(
     assert TridentHook().state_url() == f"sqlite:///{tmp_path}/cfg.db"
     monkeypatch.delenv("AIRFLOW__TRIDENT__STATE_CONN_ID")
     assert TridentHook().state_url() == f"sqlite:///{tmp_path}/env.db"
+
+
+def test_the_driver_read_limit_follows_the_trident_section_to_the_spark_job(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from airflow_trident.batch.spark_job import _args
+    from airflow_trident.coordination.client import ZkConfig
+    from airflow_trident.hooks.spark import job_arguments
+
+    # Given nothing configured: 1 MiB
+    monkeypatch.delenv("AIRFLOW__TRIDENT__SPARK_READ_HERE_BYTES", raising=False)
+    assert config.spark_read_here_bytes() == 1 << 20
+    # When [trident] spark_read_here_bytes is 0 (always Spark's tasks)
+    monkeypatch.setenv("AIRFLOW__TRIDENT__SPARK_READ_HERE_BYTES", "0")
+    here = config.spark_read_here_bytes()
+    # Then the spark-submit job is told so, and reads it
+    argv = job_arguments("m:t", 3, "/s", ZkConfig(hosts="zk:2181"), emit_wait_s=1.0,
+                         read_here_bytes=here)  # fmt: skip
+    assert argv[-2:] == ["--read-here-bytes", "0"]
+    assert _args(argv).read_here_bytes == 0
+    assert _args(argv[:-2]).read_here_bytes is None  # the processor's default
+    # And a value that is not a number of bytes is refused, naming the option
+    monkeypatch.setenv("AIRFLOW__TRIDENT__SPARK_READ_HERE_BYTES", "1MB")
+    with pytest.raises(ConfigurationError, match=r"\[trident\] spark_read_here_bytes is '1MB'"):
+        config.spark_read_here_bytes()
