@@ -154,3 +154,26 @@ def test_a_wrong_width_is_named_as_locally(spark: Any) -> None:
     )
     for part in ("'wide'", "txid 5", "('dan', <pruned>, <pruned>)", "declared ['one']"):
         assert part in str(spark_error.value)
+
+
+class Reused(Function):
+    """Emits one list it changes after every emit (a buffer reused across records)."""
+
+    def __init__(self) -> None:
+        self.buffer: list[Any] = [None]
+
+    def execute(self, tuple_: TridentTuple, collector: TridentCollector) -> None:
+        self.buffer[0] = tuple_[0]
+        collector.emit(self.buffer)
+        self.buffer[0] = "changed after the emit"
+
+
+def test_a_list_changed_after_its_emit_gives_the_emitted_values() -> None:
+    # Given a function that emits a list, then changes it (a buffer reused across records)
+    reused = EachNode("reused", (), ("w", "x"), None, Reused(), ("w",), ("x",))
+    schema = pa.schema([("w", pa.string()), ("x", pa.string())])
+    # When it runs column to column
+    out = run_columns(pa.record_batch({"w": ["a", "b", "c"]}), (reused,), schema)
+    # Then each record has the values of its emit, as the local runtime copies them
+    assert out is not None
+    assert out.column(1).to_pylist() == ["a", "b", "c"]
