@@ -141,3 +141,27 @@ def test_dead_lettered_mistyped_csv_and_parquet_batches_read_by_the_driver(
         assert "LocalTableScan" in plan, name
         assert (remote, emitted) == local_counts(steps, txplan, sources), name
     assert remote == Counter({("a", 1): 1, ("b", 2): 1})
+
+
+def test_only_batches_of_ranges_that_know_their_size_are_read_here() -> None:
+    from airflow_trident.runtime.spark.driver_read import reads_here
+    from airflow_trident.spout.file_records import FileRange
+    from airflow_trident.spout.ranges import PartitionRows
+
+    def part(size: int | None, *emitted: tuple[Any, ...]) -> PartitionRows:
+        rows = PartitionRows()
+        rows.add_range(FileRange("json", "", (("/x", None, ()),), (("s", "string"),), "w",
+                                 size_bytes=size))  # fmt: skip
+        for row in emitted:
+            rows.append(row)
+        return rows
+
+    sized = part(10)
+    # A batch within the limit, and not over it or with the limit at 0
+    assert reads_here([("p0", sized)], 10)
+    assert not reads_here([("p0", sized)], 9)
+    assert not reads_here([("p0", sized)], 0)
+    # Nor with a range of unknown size, tuples emitted one by one, or a partition of plain rows
+    assert not reads_here([("p0", sized), ("p1", part(None))], 1 << 20)
+    assert not reads_here([("p0", part(10, ("a",)))], 1 << 20)
+    assert not reads_here([("p0", sized), ("p1", [("a",)])], 1 << 20)

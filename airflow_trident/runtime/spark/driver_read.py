@@ -30,14 +30,14 @@ READ_HERE_BYTES = 1 << 20
 driver."""
 
 
-def reads_here(parts: Sequence[tuple[str, PartitionRows]], limit: int) -> bool:
+def reads_here(parts: Sequence[tuple[str, Sequence[Row]]], limit: int) -> bool:
     """Whether the driver reads ``parts`` (every piece a range that knows its size, all of
     one schema of known types, at most ``limit`` bytes together)."""
     if limit <= 0:
         return False
     total, schemas = 0, set()
     for _, part in parts:
-        if part.emitted_rows:
+        if not isinstance(part, PartitionRows) or part.emitted_rows:
             return False
         for source in part.ranges:
             size = getattr(source, "size_bytes", None)

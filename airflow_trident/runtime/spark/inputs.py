@@ -73,8 +73,8 @@ def source(
     """
     parts = sorted(emitted.items())
     if any(isinstance(part, PartitionRows) and part.native for _, part in parts):
-        ranged = cast(list[tuple[str, PartitionRows]], parts)
-        if reads_here(ranged, read_here_bytes):
+        if reads_here(parts, read_here_bytes):
+            ranged = cast(list[tuple[str, PartitionRows]], parts)  # reads_here checked it
             return _source_here(spark, fields, ranged, columns, exact, sentinel, sample_rows)
         return _native_source(spark, fields, parts, columns, exact, sentinel, sample_rows)
     rows = [r for _, part in parts for r in part]
