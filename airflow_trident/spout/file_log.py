@@ -18,9 +18,10 @@ batch never reads a file half-written. Files are never changed once landed.
 
 Each batch takes, per partition, files in name order up to ``max_files`` / ``max_bytes`` /
 ``max_records`` (at least one file). The tuples are emitted as ranges
-(:mod:`airflow_trident.spout.ranges`): Spark reads the files in parallel; the in-process runtime
-reads them here. Formats: ``"json"`` (JSON lines, one object per line), ``"csv"`` (a header line,
-then the spout's fields in order) and ``"parquet"``.
+(:mod:`airflow_trident.spout.ranges`): Spark reads the files in parallel (a batch of at most
+``[trident] spark_read_here_bytes``, 1 MiB, is read by the Spark driver with this module's
+reader); the in-process runtime reads them here. Formats: ``"json"`` (JSON lines, one object
+per line), ``"csv"`` (a header line, then the spout's fields in order) and ``"parquet"``.
 
 Examples
 --------
