@@ -150,14 +150,21 @@ def process_on_spark(
 
 
 def commit_on_spark(
-    steps: BatchSteps, spark: Any, reference: str, txid: int, emit_wait: float
+    steps: BatchSteps,
+    spark: Any,
+    reference: str,
+    txid: int,
+    emit_wait: float,
+    *,
+    read_here_bytes: int | None = None,
 ) -> dict[str, Any]:
     """Commit staged batch ``txid`` with its partitions applied by Spark tasks; write and
-    return the commit summary."""
+    return the commit summary (a stale staged batch is processed again, as
+    :func:`process_on_spark` with ``read_here_bytes`` does)."""
     from airflow_trident.runtime.spark.commit import SparkBatchApplier
 
     def reprocess(stale: int) -> dict[str, Any]:
-        return process_on_spark(steps, spark, stale, emit_wait)
+        return process_on_spark(steps, spark, stale, emit_wait, read_here_bytes=read_here_bytes)
 
     applier = SparkBatchApplier(spark, reference, steps.staging, reprocess, steps.states)
     summary = steps.commit(txid, applier=applier)
@@ -194,7 +201,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         step = "commit" if args.commit else "process"
         spark = spark_session(f"trident-{topology.name}-{args.txid}-{step}")
         if args.commit:
-            summary = commit_on_spark(steps, spark, args.topology, args.txid, args.emit_wait)
+            summary = commit_on_spark(
+                steps, spark, args.topology, args.txid, args.emit_wait,
+                read_here_bytes=args.read_here_bytes,
+            )  # fmt: skip
             shown = {k: summary.get(k) for k in ("applied", "records_in", "keys_written")}
             log.info(
                 "txid %d commit done in %.1fs: %s", args.txid, time.monotonic() - started, shown

@@ -30,6 +30,7 @@ from typing import Any
 
 from airflow_trident.batch.steps import BatchSteps
 from airflow_trident.errors import BatchIncompleteError, ConfigurationError
+from airflow_trident.hooks.config import spark_read_here_bytes
 from airflow_trident.hooks.spark import (
     SPARK_JOB,
     commit_on_connect,
@@ -180,7 +181,13 @@ class BatchCommitter:
             py_files=self.route.py_files,
             name=f"trident-{steps.topology.name}-commit",
             application_args=job_arguments(
-                self.topology, txid, self.staging_root, config, emit_wait_s=0.0, commit=True
+                self.topology,
+                txid,
+                self.staging_root,
+                config,
+                emit_wait_s=0.0,
+                commit=True,
+                read_here_bytes=spark_read_here_bytes(),  # a stale staged batch: reprocessed
             ),
         )
         warn_if_remote_driver(deploy_mode(self.route.spark_conn_id), secrets)

@@ -304,7 +304,11 @@ def commit_on_connect(
         commit skips them.
     """
     from airflow_trident.batch.spark_job import commit_on_spark
+    from airflow_trident.hooks.config import spark_read_here_bytes
 
+    here = spark_read_here_bytes()  # a stale staged batch is processed again
     with connect_session(spark_connect_conn_id, share=connect_share_key(steps)) as spark:
-        summary: dict[str, Any] = commit_on_spark(steps, spark, reference, txid, 0.0)
+        summary: dict[str, Any] = commit_on_spark(
+            steps, spark, reference, txid, 0.0, read_here_bytes=here
+        )
     return summary

@@ -115,6 +115,10 @@ def test_the_driver_read_limit_follows_the_trident_section_to_the_spark_job(
     assert argv[-2:] == ["--read-here-bytes", "0"]
     assert _args(argv).read_here_bytes == 0
     assert _args(argv[:-2]).read_here_bytes is None  # the processor's default
+    # and so is the Spark commit's job (it processes a stale staged batch again)
+    committing = _args(job_arguments("m:t", 3, "/s", ZkConfig(hosts="zk:2181"), emit_wait_s=0.0,
+                                     commit=True, read_here_bytes=here))  # fmt: skip
+    assert (committing.commit, committing.read_here_bytes) == (True, 0)
     # And a value that is not a number of bytes is refused, naming the option
     monkeypatch.setenv("AIRFLOW__TRIDENT__SPARK_READ_HERE_BYTES", "1MB")
     with pytest.raises(ConfigurationError, match=r"\[trident\] spark_read_here_bytes is '1MB'"):
