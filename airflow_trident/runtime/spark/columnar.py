@@ -5,8 +5,11 @@ each step reads its input fields as Python lists, and the columns no step touche
 through as Arrow arrays (taken by index where a step dropped or repeated records).
 
 - A :class:`~airflow_trident.operation.ColumnFunction` gets its columns in one call.
-- A per-tuple ``Function`` gets one :class:`~airflow_trident.tuple.TridentTuple` per record and
-  one collector for the batch; the records it emits for are worked out from a marker put
+- A per-tuple ``Function`` whose ``execute`` emits exactly once, from an expression of the
+  tuple's fields, runs as one comprehension over the columns
+  (:mod:`~airflow_trident.operation.inline`; the caller passes it as ``inlined``).
+- Any other per-tuple ``Function`` gets one :class:`~airflow_trident.tuple.TridentTuple` per
+  record and one collector for the batch; the records it emits for are worked out from a marker put
   between records. When every record emitted exactly one tuple (the common case), the outputs
   are the output columns as they are.
 - A filter keeps the records whose ``is_keep`` is true.
@@ -38,6 +41,7 @@ import pyarrow as pa
 
 from airflow_trident.graph import EachNode, FilterNode
 from airflow_trident.operation.base import ColumnFunction
+from airflow_trident.operation.inline import InlinedExecute
 from airflow_trident.planner.plan import Op
 from airflow_trident.runtime.spark.columns import python_values
 from airflow_trident.tuple import Fields, TridentCollector, TridentTuple, tuple_type
@@ -107,11 +111,14 @@ class _Columns:
         return array if self.positions is None else array.take(pa.array(self.positions))
 
 
-def _each(op: EachNode, columns: _Columns) -> None:
+def _each(op: EachNode, columns: _Columns, inlined: InlinedExecute | None) -> None:
     if isinstance(op.function, ColumnFunction):
         out = op.function.execute_columns([columns.get(name) for name in op.input_fields])
         if [len(c) for c in out] != [columns.count] * len(op.function_fields):
             raise ValueError(op.id)
+    elif inlined is not None:
+        inputs = [columns.get(name) for name in inlined.fields]
+        out = inlined(inputs, len(op.function_fields), columns.count)
     else:
         out = _per_tuple(op, columns)
     for name, values in zip(op.function_fields, out, strict=True):
@@ -158,14 +165,16 @@ def run_columns(
     out_schema: pa.Schema,
     pickled_in: frozenset[str] = frozenset(),
     pickled_out: frozenset[str] = frozenset(),
+    inlined: Sequence[InlinedExecute | None] = (),
 ) -> pa.RecordBatch | None:
     """``batch`` through ``ops`` (``each`` and filters), column by column, as a batch of
-    ``out_schema``; ``None`` when anything fails (the row path then runs the batch)."""
+    ``out_schema``; ``None`` when anything fails (the row path then runs the batch).
+    ``inlined``: for each op, its ``execute`` as a comprehension, if it has one."""
     try:
         columns = _Columns(batch, pickled_in)
-        for op in ops:
+        for i, op in enumerate(ops):
             if isinstance(op, EachNode):
-                _each(op, columns)
+                _each(op, columns, inlined[i] if i < len(inlined) else None)
             else:
                 _filter(cast(FilterNode, op), columns)
         arrays = [columns.output(target, pickled_out) for target in out_schema]

@@ -1,0 +1,350 @@
+"""A per-tuple ``Function`` whose ``execute`` emits exactly once, run as one comprehension.
+
+Many functions are written as one expression of the tuple's fields::
+
+    def execute(self, tuple_, collector):
+        word = tuple_.get("word")
+        collector.emit((word.lower(),))
+
+Called once per record, such a function pays for a
+:class:`~airflow_trident.tuple.TridentTuple`, a call to ``execute`` and a call to ``emit``
+per record; a pandas UDF doing the same Python pays none of them. :func:`inline_execute` turns
+the body of such an ``execute`` into one list comprehension over the input columns: the same
+expressions, evaluated in the same order, in the function's own globals, with ``self`` the
+same instance. The Spark runtime's column path runs it (``runtime/spark/columnar.py``).
+
+What is inlined, and nothing else (anything else returns ``None`` and the function is called
+once per tuple, as before):
+
+- ``execute(self, t, c)``: three positional parameters, no defaults, no closure (no ``super()``,
+  no variables of an enclosing function); decorators are allowed when they return the
+  function itself;
+- a body of a docstring, then assignments to names (``x = ...``, ``x, y = ...``), then exactly
+  one ``c.emit(values)`` — so every record emits exactly one tuple;
+- the tuple read only as ``t[i]`` (a constant index) or ``t.get("field")`` (a constant name);
+  the collector not used otherwise;
+- no lambda, comprehension, ``:=``, ``yield`` or ``await`` in the expressions, and no name read
+  before the body assigns it.
+
+The source is checked against the running code: it is compiled again and its bytecode, names
+and constants must equal those of the function's code (a file edited after the import, or a
+function made some other way, is not inlined). The source is read where the topology is
+defined (:func:`execute_source`, e.g. the Spark driver) and travels with the plan, so a worker
+without the DAG file still inlines.
+
+>>> from airflow_trident.operation.base import Function
+>>> class Lower(Function):
+...     def execute(self, tuple_, collector):
+...         word = tuple_.get("word")
+...         collector.emit([word.lower(), len(word)])
+>>> run = inline_execute(Lower(), execute_source(Lower()), ("n", "word"))
+>>> run.fields, run.width
+(('word',), 2)
+>>> run([["The", "COW"]], width=2)
+[['the', 'cow'], [3, 3]]
+"""
+
+from __future__ import annotations
+
+import ast
+import dis
+import inspect
+import operator
+import textwrap
+import types
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_trident.tuple import Fields
+
+__all__ = ["InlinedExecute", "execute_source", "inline_execute"]
+
+_PREFIX = "_trident_"
+_ROWS, _TUPLE = f"{_PREFIX}rows", f"{_PREFIX}tuple"
+_SCOPES = (
+    ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.NamedExpr,
+    ast.Yield, ast.YieldFrom, ast.Await,
+)  # fmt: skip
+# flags that change what a code object does (CO_NESTED and the __future__ flags do not)
+_FLAGS = (
+    inspect.CO_VARARGS | inspect.CO_VARKEYWORDS | inspect.CO_GENERATOR | inspect.CO_COROUTINE
+    | inspect.CO_ITERABLE_COROUTINE | inspect.CO_ASYNC_GENERATOR
+)  # fmt: skip
+
+
+_JUMPS = frozenset(dis.hasjrel) | frozenset(dis.hasjabs)
+
+
+class _NotInlined(Exception):
+    """The body is not of the inlined form."""
+
+
+@dataclass(frozen=True)
+class InlinedExecute:
+    """``execute`` as a comprehension: called with the columns of :attr:`fields` (Python
+    lists, as long as the batch), it returns the emitted values as columns.
+
+    ``width``: how many values each emit has, when the body emits a tuple or list display
+    (``None``: counted per record). With a display of one value, the comprehension makes
+    that value's column itself.
+    """
+
+    fields: Fields
+    width: int | None
+    instance: Any
+    comprehension: Callable[[Any, Any, type[tuple[Any, ...]]], list[Any]]
+
+    def __call__(
+        self, columns: Sequence[list[Any]], width: int, count: int = 0
+    ) -> list[list[Any]]:
+        """The ``width`` output columns of the records of ``columns`` (``count`` records
+        when the body reads no field).
+
+        Raises
+        ------
+        ValueError
+            An emit has not ``width`` values (the caller runs the records one by one, and
+            the local runtime's error names the record).
+        """
+        rows: Any
+        if not columns:
+            rows = range(count)
+        elif len(columns) == 1:
+            rows = columns[0]
+        else:
+            rows = zip(*columns, strict=True)
+        out = self.comprehension(self.instance, rows, tuple)
+        if self.width == 1:
+            if width != 1:
+                raise ValueError(width)
+            return [out]
+        if self.width is None and out and set(map(len, out)) != {width}:
+            raise ValueError(width)
+        if self.width is not None and self.width != width:
+            raise ValueError(width)
+        return [list(map(operator.itemgetter(i), out)) for i in range(width)]
+
+
+def execute_source(function: object) -> str | None:
+    """The source of ``function``'s ``execute`` (``None`` when it has none to read)."""
+    code = _plain_execute(function)
+    if code is None:
+        return None
+    try:
+        return textwrap.dedent(inspect.getsource(code))
+    except (OSError, TypeError):
+        return None
+
+
+def inline_execute(
+    function: object, source: str | None, input_fields: Sequence[str]
+) -> InlinedExecute | None:
+    """``function.execute`` (of ``source``, from :func:`execute_source`) as a comprehension
+    over the columns of ``input_fields``, or ``None`` when its body is not of the inlined
+    form or ``source`` is not the running code."""
+    func = _plain_execute(function)
+    if func is None or source is None or func.__code__.co_freevars:
+        return None
+    try:
+        tree = ast.increment_lineno(ast.parse(source), func.__code__.co_firstlineno - 1)
+        definition = tree.body[0] if len(tree.body) == 1 else None
+        if not isinstance(definition, ast.FunctionDef) or definition.name != func.__name__:
+            return None
+        definition.decorator_list = []
+        if not _same_code(definition, func.__code__):
+            return None
+        body, fields, width = _comprehension(definition, tuple(input_fields))
+    except (_NotInlined, SyntaxError, ValueError):
+        return None
+    module = compile(ast.fix_missing_locations(body), func.__code__.co_filename, "exec")
+    code = next(c for c in module.co_consts if isinstance(c, types.CodeType))
+    comprehension = types.FunctionType(code, func.__globals__, func.__name__)
+    return InlinedExecute(fields, width, function, comprehension)
+
+
+def _plain_execute(function: object) -> types.FunctionType | None:
+    """The class's ``execute`` function, when ``function.execute`` is it, bound."""
+    bound = getattr(function, "execute", None)
+    func = getattr(type(function), "execute", None)
+    if not isinstance(func, types.FunctionType) or not inspect.ismethod(bound):
+        return None
+    return func if bound.__func__ is func and bound.__self__ is function else None
+
+
+def _same_code(definition: ast.FunctionDef, running: types.CodeType) -> bool:
+    """``definition`` compiles to ``running``'s instructions, names and constants."""
+    module = compile(ast.Module([definition], []), running.co_filename, "exec")
+    code = next((c for c in module.co_consts if isinstance(c, types.CodeType)), None)
+    return code is not None and all(
+        getattr(code, name) == getattr(running, name)
+        for name in ("co_consts", "co_names", "co_varnames", "co_cellvars", "co_freevars",
+                     "co_argcount", "co_posonlyargcount", "co_kwonlyargcount")
+    ) and (code.co_flags & _FLAGS) == (running.co_flags & _FLAGS) and (
+        _instructions(code) == _instructions(running)
+    )  # fmt: skip
+
+
+def _instructions(code: types.CodeType) -> list[tuple[str, Any]]:
+    """``code``'s instructions, jumps to instruction numbers. A method call on a module
+    is a ``LOAD_ATTR`` where the module imports that name and a ``LOAD_METHOD`` where it
+    does not (Python 3.11), so the two count as one."""
+    instructions = list(dis.get_instructions(code))
+    number = {instruction.offset: n for n, instruction in enumerate(instructions)}
+    return [
+        (
+            "LOAD_ATTR" if i.opname == "LOAD_METHOD" else i.opname,
+            number.get(i.argval) if i.opcode in _JUMPS else i.argval,
+        )
+        for i in instructions
+    ]
+
+
+def _comprehension(
+    definition: ast.FunctionDef, fields: Fields
+) -> tuple[ast.Module, Fields, int | None]:
+    """The module defining the comprehension's function, the fields it reads and the width
+    of its emits (``None`` when not a display)."""
+    args = definition.args
+    params = [a.arg for a in (*args.posonlyargs, *args.args)]
+    if len(params) != 3 or args.vararg or args.kwarg or args.kwonlyargs or args.defaults:
+        raise _NotInlined
+    self_name, tuple_name, collector_name = params
+    body = list(definition.body)
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]  # the docstring
+    if not body:
+        raise _NotInlined
+    *assignments, last = body
+    emitted = _emitted(last, collector_name)
+    used: dict[int, str] = {}
+    reads = _Reads(tuple_name, collector_name, fields, used)
+    assigned: set[str] = set()
+    local = {self_name, tuple_name, collector_name}
+    steps = [_assignment(statement, local) for statement in assignments]
+    local |= {name for _, names in steps for name in names}
+    clauses: list[tuple[ast.expr, ast.expr]] = []
+    for statement, names in steps:
+        value = reads.rewrite(statement.value, local - assigned - {self_name})
+        clauses.append((statement.targets[0], ast.List([value], ast.Load())))
+        assigned |= names
+    element = reads.rewrite(emitted, local - assigned - {self_name})
+    width: int | None = None
+    if isinstance(element, ast.Tuple | ast.List) and not any(
+        isinstance(e, ast.Starred) for e in element.elts
+    ):
+        width = len(element.elts)
+        element = element.elts[0] if width == 1 else ast.Tuple(element.elts, ast.Load())
+    else:
+        element = ast.Call(ast.Name(_TUPLE, ast.Load()), [element], [])
+    order = sorted(used)
+    if not order:
+        target: ast.expr = ast.Name(f"{_PREFIX}i", ast.Store())
+    elif len(order) == 1:
+        target = ast.Name(used[order[0]], ast.Store())
+    else:
+        target = ast.Tuple([ast.Name(used[i], ast.Store()) for i in order], ast.Store())
+    generators = [ast.comprehension(target, ast.Name(_ROWS, ast.Load()), [], 0)]
+    generators += [ast.comprehension(t, v, [], 0) for t, v in clauses]
+    function = ast.FunctionDef(
+        definition.name,
+        ast.arguments([], [ast.arg(n) for n in (self_name, _ROWS, _TUPLE)], None, [], [], None, []),
+        [ast.Return(ast.ListComp(element, generators))],
+        [],
+        None,
+    )
+    return ast.Module([function], []), tuple(fields[i] for i in order), width
+
+
+def _emitted(statement: ast.stmt, collector: str) -> ast.expr:
+    """The argument of the body's last statement, ``collector.emit(values)``."""
+    call = statement.value if isinstance(statement, ast.Expr) else None
+    if not (
+        isinstance(call, ast.Call)
+        and isinstance(call.func, ast.Attribute)
+        and isinstance(call.func.value, ast.Name)
+        and call.func.value.id == collector
+        and call.func.attr == "emit"
+        and len(call.args) == 1
+        and not call.keywords
+        and not isinstance(call.args[0], ast.Starred)
+    ):
+        raise _NotInlined
+    return call.args[0]
+
+
+def _assignment(statement: ast.stmt, taken: set[str]) -> tuple[ast.Assign, set[str]]:
+    """An assignment ``x = ...`` or ``x, y = ...``, and the names it binds (none of
+    ``taken``)."""
+    if not isinstance(statement, ast.Assign) or len(statement.targets) != 1:
+        raise _NotInlined
+    target = statement.targets[0]
+    names = target.elts if isinstance(target, ast.Tuple | ast.List) else [target]
+    bound = [n.id for n in names if isinstance(n, ast.Name)]
+    if len(bound) != len(names) or len(set(bound)) != len(bound) or set(bound) & taken:
+        raise _NotInlined
+    if any(n.startswith(_PREFIX) for n in bound):
+        raise _NotInlined
+    return statement, set(bound)
+
+
+def _constant_int(node: ast.expr) -> int:
+    """The value of ``3`` or ``-1`` (an ``int``, not a ``bool``)."""
+    negative = isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub)
+    value = node.operand if isinstance(node, ast.UnaryOp) and negative else node
+    if not (isinstance(value, ast.Constant) and type(value.value) is int):
+        raise _NotInlined
+    return -value.value if negative else value.value
+
+
+class _Reads(ast.NodeTransformer):
+    """Rewrites the tuple's reads ``t[i]`` / ``t.get("f")`` into the field's column variable
+    (recording it in ``used``); refuses any other use of the tuple or the collector, names not
+    yet bound (``unbound``), and nodes that open a scope."""
+
+    def __init__(self, tuple_name: str, collector: str, fields: Fields, used: dict[int, str]):
+        self.tuple_name, self.collector = tuple_name, collector
+        self.fields, self.used = fields, used
+        self.unbound: set[str] = set()
+
+    def rewrite(self, node: ast.expr, unbound: set[str]) -> ast.expr:
+        self.unbound = unbound
+        return self.visit(node)  # type: ignore[no-any-return]
+
+    def _field(self, index: int) -> ast.Name:
+        self.used.setdefault(index, f"{_PREFIX}v{index}")
+        return ast.Name(self.used[index], ast.Load())
+
+    def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
+        if isinstance(node.value, ast.Name) and node.value.id == self.tuple_name:
+            index = _constant_int(node.slice)
+            position = index + len(self.fields) if index < 0 else index
+            if not 0 <= position < len(self.fields):
+                raise _NotInlined
+            return self._field(position)
+        return self.generic_visit(node)
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        func = node.func
+        if (
+            isinstance(func, ast.Attribute)
+            and isinstance(func.value, ast.Name)
+            and func.value.id == self.tuple_name
+        ):
+            (name,) = node.args if len(node.args) == 1 and not node.keywords else (None,)
+            if not (func.attr == "get" and isinstance(name, ast.Constant)):
+                raise _NotInlined
+            if name.value not in self.fields:
+                raise _NotInlined
+            return self._field(self.fields.index(name.value))
+        return self.generic_visit(node)
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        if node.id in self.unbound or node.id.startswith(_PREFIX):
+            raise _NotInlined
+        return node
+
+    def generic_visit(self, node: ast.AST) -> ast.AST:
+        if isinstance(node, _SCOPES):
+            raise _NotInlined
+        return super().generic_visit(node)

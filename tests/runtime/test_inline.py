@@ -1,0 +1,374 @@
+"""A per-tuple ``execute`` that emits once per record runs as one comprehension
+(``operation/inline.py``): the values the function emits when called per tuple, in the same
+order, or no inlining at all — and Spark's Python workers run it, with the local runtime's
+tuples and errors."""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import math
+import sys
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from airflow_trident.errors import BatchFailedError
+from airflow_trident.graph import EachNode
+from airflow_trident.operation import Function
+from airflow_trident.operation.inline import InlinedExecute, execute_source, inline_execute
+from airflow_trident.runtime.local import LocalBatchProcessor
+from airflow_trident.runtime.spark import SparkBatchProcessor
+from airflow_trident.runtime.spark.python_ops import PythonSegment
+from airflow_trident.tuple import TridentCollector, TridentTuple
+from tests.runtime.test_column_function import arrow_batches_of
+from tests.runtime.test_spark_ops import last_rows, run_both, stream
+
+FIELDS = ("user", "score", "text")
+RECORDS = [("ann", 3, "The Cow"), ("bob", -4, ""), ("cid", 0, "a  B"), ("dan", 7, "MOON")]
+SCALE = 10
+
+
+def where() -> str:
+    """The code that called: ``<listcomp>`` when inlined, else ``execute``."""
+    return sys._getframe(1).f_code.co_name
+
+
+def itself(func: Callable[..., Any]) -> Callable[..., Any]:
+    return func
+
+
+def wrapped(func: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(func)
+    def run(*args: Any) -> Any:
+        return func(*args)
+
+    return run
+
+
+# --- functions whose execute inlines ---------------------------------------------------------
+
+
+class Lower(Function):
+    def execute(self, tuple_: TridentTuple, collector: TridentCollector) -> None:
+        collector.emit((tuple_[2].lower(),))
+
+
+class ByName(Function):
+    """Reads by name and by a negative index, through names assigned first."""
+
+    def execute(self, tuple_: TridentTuple, collector: TridentCollector) -> None:
+        user, text = tuple_.get("user"), tuple_[-1]
+        size = len(text) * SCALE + self.bonus
+        collector.emit([f"{user}:{text}", size, math.copysign(1, tuple_.get("score"))])
+
+    bonus = 1
+
+
+class Dynamic(Function):
+    """Emits a sequence made by a method (its width is counted per record)."""
+
+    def execute(self, tuple_: TridentTuple, collector: TridentCollector) -> None:
+        collector.emit(self.pair(tuple_[1]))
+
+    def pair(self, n: int) -> list[int]:
+        return [n, n * n]
+
+
+class Constant(Function):
+    """Reads no field."""
+
+    def execute(self, tuple_: TridentTuple, collector: TridentCollector) -> None:
+        "A docstring is allowed."
+        collector.emit((SCALE,))
+
+
+class Decorated(Function):
+    @itself
+    def execute(self, tuple_: TridentTuple, collector: TridentCollector) -> None:
+        a, b = tuple_[0], tuple_[1]
+        b = b + 1
+        collector.emit((a, b))
+
+
+class Logged(Function):
+    """Records every call in order (side effects keep the per-tuple order)."""
+
+    def __init__(self) -> None:
+        self.log: list[Any] = []
+
+    def execute(self, tuple_: TridentTuple, collector: TridentCollector) -> None:
+        collector.emit((self.log.append(tuple_[0]), len(self.log), where()))
+
+
+INLINED = [
+    (Lower(), 1),
+    (ByName(), 3),
+    (Dynamic(), 2),
+    (Constant(), 1),
+    (Decorated(), 2),
+    (Logged(), 3),
+]
+
+
+def per_tuple(function: Function, records: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    collector = TridentCollector()
+    for record in records:
+        function.execute(TridentTuple(record, FIELDS), collector)
+    return collector.rows
+
+
+def inlined_rows(function: Function, width: int) -> list[tuple[Any, ...]]:
+    run = inline_execute(function, execute_source(function), FIELDS)
+    assert isinstance(run, InlinedExecute)
+    columns = [[r[FIELDS.index(f)] for r in RECORDS] for f in run.fields]
+    return list(zip(*run(columns, width, len(RECORDS)), strict=True))
+
+
+@pytest.mark.parametrize(("function", "width"), INLINED, ids=lambda f: type(f).__name__)
+def test_an_inlined_execute_emits_what_the_per_tuple_calls_emit(
+    function: Function, width: int
+) -> None:
+    # Given a function whose execute emits once per record, from its tuple's fields
+    # When it runs per tuple, then as one comprehension over the columns
+    expected = per_tuple(function, RECORDS)
+    if isinstance(function, Logged):
+        function.log.clear()
+        expected = [(*row[:2], "<listcomp>") for row in expected]  # who called where()
+    got = inlined_rows(function, width)
+    # Then the emitted values are the same, record for record (side effects in order)
+    assert got == expected
+    if isinstance(function, Logged):
+        assert function.log == [r[0] for r in RECORDS]
+
+
+def test_an_inlined_emit_of_the_wrong_width_is_refused() -> None:
+    run = inline_execute(ByName(), execute_source(ByName()), FIELDS)
+    assert run is not None
+    assert (run.fields, run.width) == (FIELDS, 3)
+    with pytest.raises(ValueError, match="2"):
+        run([list(column) for column in zip(*RECORDS, strict=True)], 2)
+    dynamic = inline_execute(Dynamic(), execute_source(Dynamic()), FIELDS)
+    assert dynamic is not None
+    assert dynamic.width is None
+    with pytest.raises(ValueError, match="3"):
+        dynamic([[1, 2]], 3)
+
+
+# --- functions that do not inline ------------------------------------------------------------
+
+
+class Twice(Function):
+    def execute(self, tuple_: TridentTuple, collector: TridentCollector) -> None:
+        collector.emit((tuple_[0],))
+        collector.emit((tuple_[0],))
+
+
+class Conditional(Function):
+    def execute(self, tuple_: TridentTuple, collector: TridentCollector) -> None:
+        if tuple_[1] > 0:
+            collector.emit((tuple_[0],))
+
+
+class Whole(Function):
+    def execute(self, tuple_: TridentTuple, collector: TridentCollector) -> None:
+        collector.emit((len(tuple_),))
+
+
+class Values(Function):
+    def execute(self, tuple_: TridentTuple, collector: TridentCollector) -> None:
+        collector.emit(tuple_.values)
+
+
+class Sliced(Function):
+    def execute(self, tuple_: TridentTuple, collector: TridentCollector) -> None:
+        collector.emit(tuple_[0:1])
+
+
+class Unknown(Function):
+    def execute(self, tuple_: TridentTuple, collector: TridentCollector) -> None:
+        collector.emit((tuple_.get("nope"),))
+
+
+class OutOfRange(Function):
+    def execute(self, tuple_: TridentTuple, collector: TridentCollector) -> None:
+        collector.emit((tuple_[3],))
+
+
+class PassesCollector(Function):
+    def execute(self, tuple_: TridentTuple, collector: TridentCollector) -> None:
+        collector.emit((id(collector),))
+
+
+class Lambda(Function):
+    def execute(self, tuple_: TridentTuple, collector: TridentCollector) -> None:
+        collector.emit(((lambda: tuple_[0])(),))
+
+
+class Comprehension(Function):
+    def execute(self, tuple_: TridentTuple, collector: TridentCollector) -> None:
+        collector.emit(([c for c in tuple_[2]],))
+
+
+class Walrus(Function):
+    def execute(self, tuple_: TridentTuple, collector: TridentCollector) -> None:
+        collector.emit(((n := tuple_[1]), n))
+
+
+class ReadBeforeAssigned(Function):
+    def execute(self, tuple_: TridentTuple, collector: TridentCollector) -> None:
+        SCALE = SCALE + 1  # noqa: F823 (an UnboundLocalError when called)
+        collector.emit((SCALE,))
+
+
+class Super(Function):
+    def execute(self, tuple_: TridentTuple, collector: TridentCollector) -> None:
+        collector.emit((super().__class__.__name__,))
+
+
+class Wrapped(Function):
+    @wrapped
+    def execute(self, tuple_: TridentTuple, collector: TridentCollector) -> None:
+        collector.emit((tuple_[0],))
+
+
+class Default(Function):
+    def execute(self, tuple_: TridentTuple, collector: TridentCollector, n: int = 1) -> None:
+        collector.emit((n,))
+
+
+class Augmented(Function):
+    def execute(self, tuple_: TridentTuple, collector: TridentCollector) -> None:
+        n = tuple_[1]
+        n += 1
+        collector.emit((n,))
+
+
+class PerInstance(Function):
+    def __init__(self) -> None:
+        self.execute = lambda t, c: c.emit((1,))  # type: ignore[method-assign]
+
+    def execute(self, tuple_: TridentTuple, collector: TridentCollector) -> None:
+        collector.emit((tuple_[0],))
+
+
+def closure_function() -> Function:
+    suffix = "!"
+
+    class Closure(Function):
+        def execute(self, tuple_: TridentTuple, collector: TridentCollector) -> None:
+            collector.emit((tuple_[0] + suffix,))
+
+    return Closure()
+
+
+NOT_INLINED = [
+    Twice(), Conditional(), Whole(), Values(), Sliced(), Unknown(), OutOfRange(),
+    PassesCollector(), Lambda(), Comprehension(), Walrus(), ReadBeforeAssigned(), Super(),
+    Wrapped(), Default(), Augmented(), PerInstance(), closure_function(),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("function", NOT_INLINED, ids=lambda f: type(f).__name__)
+def test_any_other_execute_is_not_inlined(function: Function) -> None:
+    # Given an execute that emits other than once, reads the tuple or the collector as a
+    # whole, opens a scope, reads a name before assigning it, or is not the class's plain
+    # function of three parameters
+    # Then it is called per tuple
+    assert inline_execute(function, execute_source(function), FIELDS) is None
+
+
+def test_only_the_running_code_is_inlined(tmp_path: Path, monkeypatch: Any) -> None:
+    # Given a function imported from a file, which is then edited (a deploy during a run)
+    module = tmp_path / "edited_function.py"
+    module.write_text(textwrap.dedent("""
+        from airflow_trident.operation import Function
+
+        class Shout(Function):
+            def execute(self, tuple_, collector):
+                collector.emit((tuple_[0].upper(),))
+    """))  # fmt: skip
+    monkeypatch.syspath_prepend(str(tmp_path))
+    shout = importlib.import_module("edited_function").Shout()
+    assert inline_execute(shout, execute_source(shout), FIELDS) is not None
+    module.write_text(module.read_text().replace("upper", "lower"))
+    # When its source is read again
+    source = execute_source(shout)
+    assert source is not None
+    assert "lower" in source
+    # Then the source is not the running code's, and it is not inlined
+    assert inline_execute(shout, source, FIELDS) is None
+    # And a source read where the class was defined inlines without the file (a worker)
+    namespace: dict[str, Any] = {"Function": Function}
+    code = "class Exclaim(Function):\n    def execute(self, t, c):\n        c.emit((t[0] + '!',))\n"
+    exec(compile(code, "<dag file not on this worker>", "exec"), namespace)
+    exclaim = namespace["Exclaim"]()
+    assert execute_source(exclaim) is None
+    shipped = "def execute(self, t, c):\n    c.emit((t[0] + '!',))\n"
+    run = inline_execute(exclaim, shipped, FIELDS)
+    assert run is not None
+    assert run([["a"]], 1) == [["a!"]]
+
+
+# --- Spark's Python workers -----------------------------------------------------------------
+
+SOURCES = {"plays": {"p0": RECORDS[:2], "p1": [], "p2": RECORDS[2:]}}
+
+
+class Caller(Function):
+    def execute(self, tuple_: TridentTuple, collector: TridentCollector) -> None:
+        collector.emit((where(),))
+
+
+class Divide(Function):
+    def execute(self, tuple_: TridentTuple, collector: TridentCollector) -> None:
+        collector.emit((SCALE // tuple_.get("score"),))
+
+
+@pytest.mark.parametrize("batch_rows", [1, 10_000])
+def test_spark_workers_run_the_inlined_execute(spark: Any, batch_rows: int) -> None:
+    # Given inlinable functions, fused into one Python step with a per-tuple one
+    t, s = stream()
+    s.each(FIELDS, Lower(), ["lower"]).each(FIELDS, ByName(), ["a", "b", "c"]).each(
+        ["user", "score"], Dynamic(), ["n", "n2"]
+    ).each(["user"], Twice(), ["twice"]).each(["user"], Caller(), ["caller"]).project(
+        ["user", "lower", "a", "b", "c", "n", "n2", "twice", "caller"]
+    )
+    # When the batch runs locally and on Spark
+    with arrow_batches_of(spark, batch_rows):
+        local, remote = run_both(spark, t, SOURCES)
+        expected, got = last_rows(local, remote)
+    # Then Spark's tuples are the local ones, except who called: the workers' comprehension
+    assert sum(got.values()) == 2 * len(RECORDS)
+    assert got == type(got)(
+        {key.replace("'execute'", "'<listcomp>'"): n for key, n in expected.items()}
+    )
+    assert "'execute'" in next(iter(expected))
+
+
+def test_the_driver_ships_the_source_and_a_failing_record_is_named(spark: Any) -> None:
+    # Given a segment made on the driver with an inlinable function
+    divide = EachNode("divide", (), ("score", "q"), None, Divide(), ("score",), ("q",))
+    schema = pa.schema([("score", pa.int64()), ("q", pa.int64())])
+    segment = PythonSegment(3, (divide,), (("score",),), ("score",), ("score", "q"), schema)
+    # Then it carries the source, and the worker inlines it
+    assert segment.execute_sources == (execute_source(divide.function),)
+    assert segment.inlined()[0] is not None
+    (out,) = segment(iter([pa.record_batch({"score": [3, -4]})]))
+    assert out.column(1).to_pylist() == [3, -3]
+    # When a record raises on Spark's workers (0 in the batch, after the driver's sample)
+    sources = {"plays": {"p0": [RECORDS[0], RECORDS[2]]}}
+    t, s = stream()
+    s.each(["score"], Divide(), ["q"], name="divide").project(["user", "q"])
+    with pytest.raises(BatchFailedError) as local_error:
+        LocalBatchProcessor(t).process(4, sources)
+    remote = SparkBatchProcessor(t, sample_rows=1)
+    with pytest.raises(BatchFailedError) as spark_error:
+        remote.process(spark, 4, sources).output_rows("stage_1")
+    # Then the error names the step, the txid and the record, as the local runtime's does
+    assert "ZeroDivisionError" in str(local_error.value)
+    assert str(spark_error.value) == str(local_error.value).replace("'a  B'", "<pruned>")
