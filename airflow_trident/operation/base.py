@@ -96,7 +96,12 @@ class Operation:
 
 
 class Function(Operation, ABC):
-    """Emits zero or more tuples per input tuple; ``each`` appends them to the input."""
+    """Emits zero or more tuples per input tuple; ``each`` appends them to the input.
+
+    On Spark, an :meth:`execute` made of assignments and one ``collector.emit`` of values read
+    from the tuple (``tuple_[i]``, ``tuple_.get("field")``) runs as one comprehension over the
+    batch's columns, not once per tuple (:mod:`~airflow_trident.operation.inline`).
+    """
 
     @abstractmethod
     def execute(self, tuple_: TridentTuple, collector: TridentCollector) -> None:

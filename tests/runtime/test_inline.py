@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import functools
 import importlib
+import json
 import math
+import os
+import subprocess
 import sys
 import textwrap
 from collections.abc import Callable
@@ -25,6 +28,8 @@ from airflow_trident.runtime.local import LocalBatchProcessor
 from airflow_trident.runtime.spark import SparkBatchProcessor
 from airflow_trident.runtime.spark.python_ops import PythonSegment
 from airflow_trident.tuple import TridentCollector, TridentTuple
+from tests.harness.connect import running_connect_server
+from tests.harness import with_project_path
 from tests.runtime.test_column_function import arrow_batches_of
 from tests.runtime.test_spark_ops import last_rows, run_both, stream
 
@@ -372,3 +377,62 @@ def test_the_driver_ships_the_source_and_a_failing_record_is_named(spark: Any) -
     # Then the error names the step, the txid and the record, as the local runtime's does
     assert "ZeroDivisionError" in str(local_error.value)
     assert str(spark_error.value) == str(local_error.value).replace("'a  B'", "<pruned>")
+
+
+NOTEBOOK = '''
+import linecache, sys
+from airflow_trident.operation import Function
+
+CELL = """
+class Tag(Function):
+    def execute(self, tuple_, collector):
+        user = tuple_.get("user")
+        collector.emit((user.upper() + "#" + str(tuple_[1] * SCALE), caller()))
+"""
+linecache.cache["<notebook cell 7>"] = (len(CELL), None, CELL.splitlines(True), "<notebook cell 7>")
+namespace = {"Function": Function, "SCALE": 10,
+             "caller": lambda: sys._getframe(1).f_code.co_name}
+exec(compile(CELL, "<notebook cell 7>", "exec"), namespace)
+Tag = namespace["Tag"]
+'''
+
+CHILD = """
+import json, sys
+from airflow_trident.runtime.local import LocalBatchProcessor
+from airflow_trident.runtime.spark import SparkBatchProcessor
+from airflow_trident.runtime.spark.session import remote_session
+from tests.runtime.test_spark_ops import stream
+exec(sys.argv[2])
+sources = {s: {p: [tuple(r) for r in rows] for p, rows in parts.items()}
+           for s, parts in json.loads(sys.argv[3]).items()}
+t, s = stream()
+s.each(["user", "score"], Tag(), ["tag", "caller"]).project(["user", "tag", "caller"])
+local = LocalBatchProcessor(t).process(1, sources)
+with remote_session(sys.argv[1]) as spark:
+    remote = SparkBatchProcessor(t).process(spark, 1, sources)
+    rows = sorted(map(list, remote.output_rows(remote.stages[-1])))
+print(json.dumps({"local": sorted(list(r) for p in local.outputs[remote.stages[-1]] for r in p),
+                  "spark": rows}))
+"""
+
+
+def test_spark_connect_workers_inline_a_function_whose_source_only_the_client_has(
+    tmp_path: Path,
+) -> None:
+    # Given a function defined in a notebook cell: its source is in the client's linecache
+    # only, and Spark Connect's workers get the class by value
+    # When the batch runs in process and through a Spark Connect server (a child process: a
+    # remote session cannot share this process with the shared classic one)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SPARK_CONNECT")}
+    with running_connect_server(tmp_path / "connect") as url:
+        done = subprocess.run(
+            [sys.executable, "-c", CHILD, url, NOTEBOOK, json.dumps(SOURCES)],
+            env=with_project_path(env), capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    # Then the workers ran the comprehension, and every tuple is the in-process one
+    assert {row[2] for row in result["spark"]} == {"<listcomp>"}
+    assert {row[2] for row in result["local"]} == {"execute"}
+    assert [r[:2] for r in result["spark"]] == [r[:2] for r in result["local"]]
+    assert ["ann", "ANN#30"] in [r[:2] for r in result["spark"]]
