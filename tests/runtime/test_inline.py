@@ -28,8 +28,8 @@ from airflow_trident.runtime.local import LocalBatchProcessor
 from airflow_trident.runtime.spark import SparkBatchProcessor
 from airflow_trident.runtime.spark.python_ops import PythonSegment
 from airflow_trident.tuple import TridentCollector, TridentTuple
-from tests.harness.connect import running_connect_server
 from tests.harness import with_project_path
+from tests.harness.connect import running_connect_server
 from tests.runtime.test_column_function import arrow_batches_of
 from tests.runtime.test_spark_ops import last_rows, run_both, stream
 
