@@ -1,4 +1,5 @@
-"""A per-tuple ``Function`` whose ``execute`` emits exactly once, run as one comprehension.
+"""A per-tuple ``Function`` whose ``execute`` emits exactly once, or a ``Filter``, run as one
+comprehension over a batch's columns.
 
 Many functions are written as one expression of the tuple's fields::
 
@@ -25,6 +26,9 @@ once per tuple, as before):
   the collector not used otherwise;
 - no lambda, comprehension, ``:=``, ``yield`` or ``await`` in the expressions, and no name read
   before the body assigns it.
+
+A ``Filter``'s ``is_keep(self, t)`` inlines under the same rules when its body is
+assignments, then ``return <expression>`` (:func:`inline_is_keep`).
 
 The source is checked against the running code: it is compiled again and its bytecode, names
 and constants must equal those of the function's code (a file edited after the import, or a
@@ -58,7 +62,14 @@ from typing import Any
 
 from airflow_trident.tuple import Fields
 
-__all__ = ["InlinedExecute", "execute_source", "inline_execute"]
+__all__ = [
+    "InlinedExecute",
+    "InlinedKeep",
+    "execute_source",
+    "inline_execute",
+    "inline_is_keep",
+    "method_source",
+]
 
 _PREFIX = "_trident_"
 _ROWS, _TUPLE = f"{_PREFIX}rows", f"{_PREFIX}tuple"
@@ -95,9 +106,7 @@ class InlinedExecute:
     instance: Any
     comprehension: Callable[[Any, Any, type[tuple[Any, ...]]], list[Any]]
 
-    def __call__(
-        self, columns: Sequence[list[Any]], width: int, count: int = 0
-    ) -> list[list[Any]]:
+    def __call__(self, columns: Sequence[list[Any]], width: int, count: int = 0) -> list[list[Any]]:
         """The ``width`` output columns of the records of ``columns`` (``count`` records
         when the body reads no field).
 
@@ -107,14 +116,7 @@ class InlinedExecute:
             An emit has not ``width`` values (the caller runs the records one by one, and
             the local runtime's error names the record).
         """
-        rows: Any
-        if not columns:
-            rows = range(count)
-        elif len(columns) == 1:
-            rows = columns[0]
-        else:
-            rows = zip(*columns, strict=True)
-        out = self.comprehension(self.instance, rows, tuple)
+        out = self.comprehension(self.instance, _rows(columns, count), tuple)
         if self.width == 1:
             if width != 1:
                 raise ValueError(width)
@@ -126,15 +128,35 @@ class InlinedExecute:
         return [list(map(operator.itemgetter(i), out)) for i in range(width)]
 
 
-def execute_source(function: object) -> str | None:
-    """The source of ``function``'s ``execute`` (``None`` when it has none to read)."""
-    code = _plain_execute(function)
-    if code is None:
+@dataclass(frozen=True)
+class InlinedKeep:
+    """A filter's ``is_keep`` as a comprehension: called with the columns of :attr:`fields`,
+    it returns what ``is_keep`` returns for each record (kept where true)."""
+
+    fields: Fields
+    instance: Any
+    comprehension: Callable[[Any, Any, type[tuple[Any, ...]]], list[Any]]
+
+    def __call__(self, columns: Sequence[list[Any]], count: int = 0) -> list[Any]:
+        """``is_keep`` of each record of ``columns`` (``count`` records when the body reads
+        no field)."""
+        return self.comprehension(self.instance, _rows(columns, count), tuple)
+
+
+def method_source(operation: object, method: str = "execute") -> str | None:
+    """The source of ``operation``'s ``method`` (``None`` when it has none to read)."""
+    func = _plain_method(operation, method)
+    if func is None:
         return None
     try:
-        return textwrap.dedent(inspect.getsource(code))
+        return textwrap.dedent(inspect.getsource(func))
     except (OSError, TypeError):
         return None
+
+
+def execute_source(function: object) -> str | None:
+    """The source of ``function``'s ``execute`` (``None`` when it has none to read)."""
+    return method_source(function, "execute")
 
 
 def inline_execute(
@@ -143,7 +165,44 @@ def inline_execute(
     """``function.execute`` (of ``source``, from :func:`execute_source`) as a comprehension
     over the columns of ``input_fields``, or ``None`` when its body is not of the inlined
     form or ``source`` is not the running code."""
-    func = _plain_execute(function)
+    made = _inline(function, "execute", source, tuple(input_fields))
+    return None if made is None else InlinedExecute(made[0], made[1], function, made[2])
+
+
+def inline_is_keep(
+    filter_: object, source: str | None, input_fields: Sequence[str]
+) -> InlinedKeep | None:
+    """``filter_.is_keep`` (of ``source``, from ``method_source(filter_, "is_keep")``) as a
+    comprehension: a body of assignments, then ``return <expression>``, under the rules of
+    ``execute`` (the module's docstring); else ``None``.
+
+    >>> from airflow_trident.operation.base import Filter
+    >>> class Long(Filter):
+    ...     def is_keep(self, tuple_):
+    ...         return len(tuple_.get("word")) > 3
+    >>> keep = inline_is_keep(Long(), method_source(Long(), "is_keep"), ["word"])
+    >>> keep([["the", "moon"]])
+    [False, True]
+    """
+    made = _inline(filter_, "is_keep", source, tuple(input_fields))
+    return None if made is None else InlinedKeep(made[0], filter_, made[2])
+
+
+def _rows(columns: Sequence[list[Any]], count: int) -> Any:
+    """The records of ``columns``: values (one column), tuples (several), or ``count``
+    placeholders (none)."""
+    if not columns:
+        return range(count)
+    if len(columns) == 1:
+        return columns[0]
+    return zip(*columns, strict=True)
+
+
+def _inline(
+    operation: object, method: str, source: str | None, fields: Fields
+) -> tuple[Fields, int | None, Callable[..., list[Any]]] | None:
+    """The fields read, the emits' width and the comprehension of ``operation.method``."""
+    func = _plain_method(operation, method)
     if func is None or source is None or func.__code__.co_freevars:
         return None
     try:
@@ -154,22 +213,21 @@ def inline_execute(
         definition.decorator_list = []
         if not _same_code(definition, func.__code__):
             return None
-        body, fields, width = _comprehension(definition, tuple(input_fields))
+        body, read, width = _comprehension(definition, fields, emits=method == "execute")
     except (_NotInlined, SyntaxError, ValueError):
         return None
     module = compile(ast.fix_missing_locations(body), func.__code__.co_filename, "exec")
     code = next(c for c in module.co_consts if isinstance(c, types.CodeType))
-    comprehension = types.FunctionType(code, func.__globals__, func.__name__)
-    return InlinedExecute(fields, width, function, comprehension)
+    return read, width, types.FunctionType(code, func.__globals__, func.__name__)
 
 
-def _plain_execute(function: object) -> types.FunctionType | None:
-    """The class's ``execute`` function, when ``function.execute`` is it, bound."""
-    bound = getattr(function, "execute", None)
-    func = getattr(type(function), "execute", None)
+def _plain_method(operation: object, method: str) -> types.FunctionType | None:
+    """The class's ``method`` function, when ``operation.method`` is it, bound."""
+    bound = getattr(operation, method, None)
+    func = getattr(type(operation), method, None)
     if not isinstance(func, types.FunctionType) or not inspect.ismethod(bound):
         return None
-    return func if bound.__func__ is func and bound.__self__ is function else None
+    return func if bound.__func__ is func and bound.__self__ is operation else None
 
 
 def _same_code(definition: ast.FunctionDef, running: types.CodeType) -> bool:
@@ -201,26 +259,32 @@ def _instructions(code: types.CodeType) -> list[tuple[str, Any]]:
 
 
 def _comprehension(
-    definition: ast.FunctionDef, fields: Fields
+    definition: ast.FunctionDef, fields: Fields, *, emits: bool
 ) -> tuple[ast.Module, Fields, int | None]:
     """The module defining the comprehension's function, the fields it reads and the width
-    of its emits (``None`` when not a display)."""
+    of its emits (``None`` when not a display). ``emits``: ``execute(self, t, c)`` ending in
+    ``c.emit(...)``; else ``is_keep(self, t)`` ending in ``return ...``."""
     args = definition.args
     params = [a.arg for a in (*args.posonlyargs, *args.args)]
-    if len(params) != 3 or args.vararg or args.kwarg or args.kwonlyargs or args.defaults:
+    if len(params) != 2 + emits or args.vararg or args.kwarg or args.kwonlyargs or args.defaults:
         raise _NotInlined
-    self_name, tuple_name, collector_name = params
+    self_name, tuple_name, *collector = params
     body = list(definition.body)
     if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
         body = body[1:]  # the docstring
     if not body:
         raise _NotInlined
     *assignments, last = body
-    emitted = _emitted(last, collector_name)
+    if emits:
+        result = _emitted(last, collector[0])
+    elif isinstance(last, ast.Return) and last.value is not None:
+        result = last.value
+    else:
+        raise _NotInlined
     used: dict[int, str] = {}
-    reads = _Reads(tuple_name, collector_name, fields, used)
+    reads = _Reads(tuple_name, fields, used)
     assigned: set[str] = set()
-    local = {self_name, tuple_name, collector_name}
+    local = {self_name, tuple_name, *collector}
     steps = [_assignment(statement, local) for statement in assignments]
     local |= {name for _, names in steps for name in names}
     clauses: list[tuple[ast.expr, ast.expr]] = []
@@ -228,15 +292,10 @@ def _comprehension(
         value = reads.rewrite(statement.value, local - assigned - {self_name})
         clauses.append((statement.targets[0], ast.List([value], ast.Load())))
         assigned |= names
-    element = reads.rewrite(emitted, local - assigned - {self_name})
+    element = reads.rewrite(result, local - assigned - {self_name})
     width: int | None = None
-    if isinstance(element, ast.Tuple | ast.List) and not any(
-        isinstance(e, ast.Starred) for e in element.elts
-    ):
-        width = len(element.elts)
-        element = element.elts[0] if width == 1 else ast.Tuple(element.elts, ast.Load())
-    else:
-        element = ast.Call(ast.Name(_TUPLE, ast.Load()), [element], [])
+    if emits:
+        element, width = _as_tuple(element)
     order = sorted(used)
     if not order:
         target: ast.expr = ast.Name(f"{_PREFIX}i", ast.Store())
@@ -254,6 +313,18 @@ def _comprehension(
         None,
     )
     return ast.Module([function], []), tuple(fields[i] for i in order), width
+
+
+def _as_tuple(emitted: ast.expr) -> tuple[ast.expr, int | None]:
+    """What the comprehension makes of an emit's values, and their count when fixed: the
+    value itself for a display of one, a tuple display for a display of several, else
+    ``tuple(values)`` (as ``emit`` copies them)."""
+    if isinstance(emitted, ast.Tuple | ast.List) and not any(
+        isinstance(e, ast.Starred) for e in emitted.elts
+    ):
+        width = len(emitted.elts)
+        return (emitted.elts[0] if width == 1 else ast.Tuple(emitted.elts, ast.Load())), width
+    return ast.Call(ast.Name(_TUPLE, ast.Load()), [emitted], []), None
 
 
 def _emitted(statement: ast.stmt, collector: str) -> ast.expr:
@@ -299,12 +370,11 @@ def _constant_int(node: ast.expr) -> int:
 
 class _Reads(ast.NodeTransformer):
     """Rewrites the tuple's reads ``t[i]`` / ``t.get("f")`` into the field's column variable
-    (recording it in ``used``); refuses any other use of the tuple or the collector, names not
-    yet bound (``unbound``), and nodes that open a scope."""
+    (recording it in ``used``); refuses any other use of the tuple, names not yet bound
+    (``unbound``: the collector is one), and nodes that open a scope."""
 
-    def __init__(self, tuple_name: str, collector: str, fields: Fields, used: dict[int, str]):
-        self.tuple_name, self.collector = tuple_name, collector
-        self.fields, self.used = fields, used
+    def __init__(self, tuple_name: str, fields: Fields, used: dict[int, str]):
+        self.tuple_name, self.fields, self.used = tuple_name, fields, used
         self.unbound: set[str] = set()
 
     def rewrite(self, node: ast.expr, unbound: set[str]) -> ast.expr:

@@ -21,9 +21,16 @@ import pyarrow as pa
 import pytest
 
 from airflow_trident.errors import BatchFailedError
-from airflow_trident.graph import EachNode
-from airflow_trident.operation import Function
-from airflow_trident.operation.inline import InlinedExecute, execute_source, inline_execute
+from airflow_trident.graph import EachNode, FilterNode
+from airflow_trident.operation import Filter, Function
+from airflow_trident.operation.inline import (
+    InlinedExecute,
+    InlinedKeep,
+    execute_source,
+    inline_execute,
+    inline_is_keep,
+    method_source,
+)
 from airflow_trident.runtime.local import LocalBatchProcessor
 from airflow_trident.runtime.spark import SparkBatchProcessor
 from airflow_trident.runtime.spark.python_ops import PythonSegment
@@ -319,6 +326,45 @@ def test_only_the_running_code_is_inlined(tmp_path: Path, monkeypatch: Any) -> N
     assert run([["a"]], 1) == [["a!"]]
 
 
+# --- filters ---------------------------------------------------------------------------------
+
+
+class Worded(Filter):
+    """Keeps records with a word and a positive score (truthy values, not only bools)."""
+
+    def is_keep(self, tuple_: TridentTuple) -> bool:
+        words = tuple_.get("text").split()
+        return words and tuple_[1] > 0  # type: ignore[return-value]
+
+
+class Branching(Filter):
+    def is_keep(self, tuple_: TridentTuple) -> bool:
+        if tuple_[1] > 0:  # noqa: SIM103 (a branch: not inlined)
+            return True
+        return False
+
+
+class WholeTuple(Filter):
+    def is_keep(self, tuple_: TridentTuple) -> bool:
+        return bool(tuple_.values)
+
+
+def test_a_filter_of_assignments_and_one_return_is_inlined() -> None:
+    # Given a filter whose is_keep is an assignment and one return
+    worded = Worded()
+    keep = inline_is_keep(worded, method_source(worded, "is_keep"), FIELDS)
+    assert isinstance(keep, InlinedKeep)
+    # Then the comprehension gives what is_keep gives, record for record
+    columns = [[r[FIELDS.index(f)] for r in RECORDS] for f in keep.fields]
+    assert keep(columns) == [worded.is_keep(TridentTuple(r, FIELDS)) for r in RECORDS]
+    assert keep(columns) == [True, [], False, True]
+    # And a branching body, or one reading the tuple whole, is called per tuple
+    for other in (Branching(), WholeTuple()):
+        assert inline_is_keep(other, method_source(other, "is_keep"), FIELDS) is None
+    # And an execute is not an is_keep (nor the other way round)
+    assert inline_is_keep(Lower(), method_source(Lower(), "execute"), FIELDS) is None
+
+
 # --- Spark's Python workers -----------------------------------------------------------------
 
 SOURCES = {"plays": {"p0": RECORDS[:2], "p1": [], "p2": RECORDS[2:]}}
@@ -340,15 +386,15 @@ def test_spark_workers_run_the_inlined_execute(spark: Any, batch_rows: int) -> N
     t, s = stream()
     s.each(FIELDS, Lower(), ["lower"]).each(FIELDS, ByName(), ["a", "b", "c"]).each(
         ["user", "score"], Dynamic(), ["n", "n2"]
-    ).each(["user"], Twice(), ["twice"]).each(["user"], Caller(), ["caller"]).project(
-        ["user", "lower", "a", "b", "c", "n", "n2", "twice", "caller"]
-    )
+    ).each(["user"], Twice(), ["twice"]).filter(FIELDS, Worded()).each(
+        ["user"], Caller(), ["caller"]
+    ).project(["user", "lower", "a", "b", "c", "n", "n2", "twice", "caller"])
     # When the batch runs locally and on Spark
     with arrow_batches_of(spark, batch_rows):
         local, remote = run_both(spark, t, SOURCES)
         expected, got = last_rows(local, remote)
     # Then Spark's tuples are the local ones, except who called: the workers' comprehension
-    assert sum(got.values()) == 2 * len(RECORDS)
+    assert sum(got.values()) == 2 * 2  # two records emit twice and pass the filter
     assert got == type(got)(
         {key.replace("'execute'", "'<listcomp>'"): n for key, n in expected.items()}
     )
@@ -360,9 +406,12 @@ def test_the_driver_ships_the_source_and_a_failing_record_is_named(spark: Any) -
     divide = EachNode("divide", (), ("score", "q"), None, Divide(), ("score",), ("q",))
     schema = pa.schema([("score", pa.int64()), ("q", pa.int64())])
     segment = PythonSegment(3, (divide,), (("score",),), ("score",), ("score", "q"), schema)
-    # Then it carries the source, and the worker inlines it
-    assert segment.execute_sources == (execute_source(divide.function),)
-    assert segment.inlined()[0] is not None
+    # Then it carries the source, and the worker inlines it (a filter's too)
+    assert segment.inline_sources == (execute_source(divide.function),)
+    assert isinstance(segment.inlined()[0], InlinedExecute)
+    worded = FilterNode("worded", (), FIELDS, None, Worded(), FIELDS)
+    both = PythonSegment(3, (worded, divide), (FIELDS, FIELDS), FIELDS, (*FIELDS, "q"), schema)
+    assert [type(f) for f in both.inlined()] == [InlinedKeep, InlinedExecute]
     (out,) = segment(iter([pa.record_batch({"score": [3, -4]})]))
     assert out.column(1).to_pylist() == [3, -3]
     # When a record raises on Spark's workers (0 in the batch, after the driver's sample)

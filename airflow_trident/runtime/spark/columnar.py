@@ -12,7 +12,8 @@ through as Arrow arrays (taken by index where a step dropped or repeated records
   record and one collector for the batch; the records it emits for are worked out from a marker put
   between records. When every record emitted exactly one tuple (the common case), the outputs
   are the output columns as they are.
-- A filter keeps the records whose ``is_keep`` is true.
+- A filter keeps the records whose ``is_keep`` is true (a comprehension over the columns where
+  its body is assignments and one ``return``).
 
 Any failure (an exception, an output of the wrong width or length, a value its Arrow type
 refuses) makes :func:`run_columns` return ``None``: the caller then runs the batch through the
@@ -41,7 +42,7 @@ import pyarrow as pa
 
 from airflow_trident.graph import EachNode, FilterNode
 from airflow_trident.operation.base import ColumnFunction
-from airflow_trident.operation.inline import InlinedExecute
+from airflow_trident.operation.inline import InlinedExecute, InlinedKeep
 from airflow_trident.planner.plan import Op
 from airflow_trident.runtime.spark.columns import python_values
 from airflow_trident.tuple import Fields, TridentCollector, TridentTuple, tuple_type
@@ -111,12 +112,12 @@ class _Columns:
         return array if self.positions is None else array.take(pa.array(self.positions))
 
 
-def _each(op: EachNode, columns: _Columns, inlined: InlinedExecute | None) -> None:
+def _each(op: EachNode, columns: _Columns, inlined: InlinedExecute | InlinedKeep | None) -> None:
     if isinstance(op.function, ColumnFunction):
         out = op.function.execute_columns([columns.get(name) for name in op.input_fields])
         if [len(c) for c in out] != [columns.count] * len(op.function_fields):
             raise ValueError(op.id)
-    elif inlined is not None:
+    elif isinstance(inlined, InlinedExecute):
         inputs = [columns.get(name) for name in inlined.fields]
         out = inlined(inputs, len(op.function_fields), columns.count)
     else:
@@ -153,8 +154,13 @@ def _per_tuple(op: EachNode, columns: _Columns) -> list[list[Any]]:
     return [list(map(operator.itemgetter(i), outputs)) for i in range(width)]
 
 
-def _filter(op: FilterNode, columns: _Columns) -> None:
-    keep = list(map(op.filter.is_keep, columns.tuples(op.input_fields)))
+def _filter(
+    op: FilterNode, columns: _Columns, inlined: InlinedExecute | InlinedKeep | None
+) -> None:
+    if isinstance(inlined, InlinedKeep):
+        keep = inlined([columns.get(name) for name in inlined.fields], columns.count)
+    else:
+        keep = list(map(op.filter.is_keep, columns.tuples(op.input_fields)))
     if not all(keep):
         columns.take([i for i, k in enumerate(keep) if k])
 
@@ -165,18 +171,20 @@ def run_columns(
     out_schema: pa.Schema,
     pickled_in: frozenset[str] = frozenset(),
     pickled_out: frozenset[str] = frozenset(),
-    inlined: Sequence[InlinedExecute | None] = (),
+    inlined: Sequence[InlinedExecute | InlinedKeep | None] = (),
 ) -> pa.RecordBatch | None:
     """``batch`` through ``ops`` (``each`` and filters), column by column, as a batch of
     ``out_schema``; ``None`` when anything fails (the row path then runs the batch).
-    ``inlined``: for each op, its ``execute`` as a comprehension, if it has one."""
+    ``inlined``: for each op, its ``execute`` (``is_keep``) as a comprehension, if it has
+    one."""
     try:
         columns = _Columns(batch, pickled_in)
         for i, op in enumerate(ops):
+            fast = inlined[i] if i < len(inlined) else None
             if isinstance(op, EachNode):
-                _each(op, columns, inlined[i] if i < len(inlined) else None)
+                _each(op, columns, fast)
             else:
-                _filter(cast(FilterNode, op), columns)
+                _filter(cast(FilterNode, op), columns, fast)
         arrays = [columns.output(target, pickled_out) for target in out_schema]
         return pa.RecordBatch.from_arrays(arrays, schema=out_schema)
     except Exception:

@@ -40,7 +40,13 @@ from airflow_trident import errors
 from airflow_trident.errors import BatchFailedError, FailedException, TridentError, decode_error
 from airflow_trident.graph import EachNode, FilterNode, PersistNode, SpoutNode
 from airflow_trident.operation.base import ColumnFunction
-from airflow_trident.operation.inline import InlinedExecute, execute_source, inline_execute
+from airflow_trident.operation.inline import (
+    InlinedExecute,
+    InlinedKeep,
+    inline_execute,
+    inline_is_keep,
+    method_source,
+)
 from airflow_trident.planner.plan import ExecutionPlan, Op, Stage
 from airflow_trident.runtime.commit import query_state
 from airflow_trident.runtime.local import LocalBatchProcessor, each_rows
@@ -252,9 +258,9 @@ class PythonSegment:
     ``whole``: the steps need a partition at once (aggregations); else batches stream.
     ``sentinel``: input batches carry :data:`SENTINEL` rows that only make sure the function
     runs for every partition (Spark skips empty ones); they are dropped first.
-    ``execute_sources``: the source of each per-tuple function's ``execute`` on the column path,
-    read where the segment is made (the driver, which has the DAG file), for the workers to
-    inline it (:mod:`~airflow_trident.operation.inline`).
+    ``inline_sources``: the source of each per-tuple function's ``execute`` (a filter's
+    ``is_keep``) on the column path, read where the segment is made (the driver, which has the
+    DAG file), for the workers to inline it (:mod:`~airflow_trident.operation.inline`).
     """
 
     txid: int
@@ -268,12 +274,12 @@ class PythonSegment:
     whole: bool = False
     sentinel: bool = False
     states: StateResolver = field(default_factory=lambda: StateResolver("spark_segment"))
-    execute_sources: tuple[str | None, ...] = ()
+    inline_sources: tuple[str | None, ...] = ()
 
     def __post_init__(self) -> None:
-        if not self.execute_sources and self.columnar:
-            sources = tuple(_execute_source(op) for op in self.ops)
-            object.__setattr__(self, "execute_sources", sources)
+        if not self.inline_sources and self.columnar:
+            sources = tuple(_inline_source(op) for op in self.ops)
+            object.__setattr__(self, "inline_sources", sources)
 
     @property
     def step_ids(self) -> str:
@@ -349,7 +355,7 @@ class PythonSegment:
         return not self.whole and columnar_ops(self.ops)
 
     def _columns(
-        self, batch: pa.RecordBatch, inlined: Sequence[InlinedExecute | None] = ()
+        self, batch: pa.RecordBatch, inlined: Sequence[InlinedExecute | InlinedKeep | None] = ()
     ) -> pa.RecordBatch | None:
         """``batch`` through the steps, column by column; ``None`` when a step fails or
         returns the wrong shape, or a column does not convert: the row path then runs the
@@ -360,14 +366,11 @@ class PythonSegment:
             batch, self.ops, self.out_schema, self.pickled_in, self.pickled_out, inlined
         )
 
-    def inlined(self) -> tuple[InlinedExecute | None, ...]:
-        """Each op's ``execute`` as a comprehension, where it inlines (made in each task, for
-        the task's own instances of the functions; ~0.4 ms each)."""
+    def inlined(self) -> tuple[InlinedExecute | InlinedKeep | None, ...]:
+        """Each op's ``execute`` (``is_keep``) as a comprehension, where it inlines (made in
+        each task, for the task's own instances of the operations; ~0.4 ms each)."""
         return tuple(
-            inline_execute(op.function, source, op.input_fields)
-            if isinstance(op, EachNode) and source
-            else None
-            for op, source in zip(self.ops, self.execute_sources, strict=False)
+            _inlined(op, source) for op, source in zip(self.ops, self.inline_sources, strict=False)
         )
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -394,10 +397,22 @@ class PythonSegment:
             raise _WorkerFailure(failure_text(exc)) from None
 
 
-def _execute_source(op: Op) -> str | None:
-    """The source of a per-tuple function's ``execute`` (``None`` for other ops)."""
+def _inline_source(op: Op) -> str | None:
+    """The source of a per-tuple function's ``execute`` or a filter's ``is_keep``."""
     if isinstance(op, EachNode) and not isinstance(op.function, ColumnFunction):
-        return execute_source(op.function)
+        return method_source(op.function, "execute")
+    if isinstance(op, FilterNode):
+        return method_source(op.filter, "is_keep")
+    return None
+
+
+def _inlined(op: Op, source: str | None) -> InlinedExecute | InlinedKeep | None:
+    if source is None:
+        return None
+    if isinstance(op, EachNode):
+        return inline_execute(op.function, source, op.input_fields)
+    if isinstance(op, FilterNode):
+        return inline_is_keep(op.filter, source, op.input_fields)
     return None
 
 
