@@ -218,7 +218,7 @@ def _inline(
         return None
     module = compile(ast.fix_missing_locations(body), func.__code__.co_filename, "exec")
     code = next(c for c in module.co_consts if isinstance(c, types.CodeType))
-    return read, width, types.FunctionType(code, func.__globals__, func.__name__)
+    return read, width, types.FunctionType(code, func.__globals__)
 
 
 def _plain_method(operation: object, method: str) -> types.FunctionType | None:
@@ -306,7 +306,7 @@ def _comprehension(
     generators = [ast.comprehension(target, ast.Name(_ROWS, ast.Load()), [], 0)]
     generators += [ast.comprehension(t, v, [], 0) for t, v in clauses]
     function = ast.FunctionDef(
-        definition.name,
+        f"{definition.name}_inlined",  # its frame's name from Python 3.12 (PEP 709)
         ast.arguments([], [ast.arg(n) for n in (self_name, _ROWS, _TUPLE)], None, [], [], None, []),
         [ast.Return(ast.ListComp(element, generators))],
         [],
