@@ -24,18 +24,19 @@ from typing import Any
 
 from airflow_trident.attempt import TransactionAttempt
 from airflow_trident.examples.topologies import SEED_SENTENCES
-from airflow_trident.operation import Count, Filter, MapGet, Split, Sum
+from airflow_trident.operation import Count, Filter, Function, MapGet, Split, Sum
 from airflow_trident.spout.base import Collector
 from airflow_trident.spout.memory import MemoryTransactionalSpout
 from airflow_trident.state.sql import sql_state
 from airflow_trident.testing.fault_topology import SourceData
 from airflow_trident.testing.faults import FailOnce
 from airflow_trident.topology import TridentTopology
-from airflow_trident.tuple import TridentTuple
+from airflow_trident.tuple import TridentCollector, TridentTuple
 
 __all__ = [
     "BENCH_TABLE",
     "E2E_DATA",
+    "INLINED_ENV",
     "e2e_expected_counts",
     "POISON_ENV",
     "POISON_WORD_ENV",
@@ -72,6 +73,23 @@ def e2e_expected_counts(batches: int) -> Counter[str]:
 
 
 POISON_WORD_ENV = "TRIDENT_POISON_WORD"
+INLINED_ENV = "TRIDENT_E2E_INLINED"
+
+
+class Normalise(Function):
+    """The word without surrounding blanks (a split word has none: counts do not change);
+    its ``execute`` is of the form Spark's workers inline (``operation/inline.py``)."""
+
+    def execute(self, tuple_: TridentTuple, collector: TridentCollector) -> None:
+        word = tuple_.get("word")
+        collector.emit((word.strip(),))
+
+
+class NonEmpty(Filter):
+    """Keeps non-empty words (every split word): an ``is_keep`` that inlines."""
+
+    def is_keep(self, tuple_: TridentTuple) -> bool:
+        return len(tuple_[0]) > 0
 
 
 class RejectWord(Filter):
@@ -89,7 +107,8 @@ class RejectWord(Filter):
 
 
 def e2e_word_count() -> TridentTopology:
-    """Sentences -> split -> (fail once) -> count per word, in transactional SQL state."""
+    """Sentences -> split -> (fail once) -> (``TRIDENT_E2E_INLINED``: an inlined function and
+    filter) -> count per word, in transactional SQL state."""
     name = os.environ.get("TRIDENT_TEST_TOPOLOGY", "e2e_word_count")
     topology = TridentTopology(name)
     words = topology.new_stream(
@@ -98,6 +117,12 @@ def e2e_word_count() -> TridentTopology:
     marker = os.environ.get("TRIDENT_FAIL_ONCE_MARKER", "")
     if marker:
         words = words.each(["word"], FailOnce(marker), ["checked"]).project(["word"])
+    if os.environ.get(INLINED_ENV):
+        words = (
+            words.each(["word"], Normalise(), ["normal"])
+            .filter(["normal"], NonEmpty())
+            .project(["word"])
+        )
     poison = os.environ.get(POISON_WORD_ENV, "")
     if poison:
         words = words.each(["word"], RejectWord(poison))
