@@ -105,13 +105,18 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Deployment:
     return Deployment(tmp_path_factory.mktemp("e2e"), hosts)
 
 
-def test_five_consecutive_runs_give_exact_counts(deployment: Deployment) -> None:
+INLINED_CALLERS = {"<listcomp>", "is_keep_inlined"}  # the comprehension (Python 3.11, 3.12+)
+
+
+def test_five_consecutive_runs_give_exact_counts(deployment: Deployment, tmp_path: Path) -> None:
+    marker = tmp_path / "callers"
     for i in range(1, 6):
         # runs 4 and 5 add a function and a filter that Spark's workers inline (no count
         # changes): the spark-submit driver reads their source and ships it
-        result = deployment.run(env={INLINED_ENV: "1"} if i > 3 else {})
+        result = deployment.run(env={INLINED_ENV: str(marker)} if i > 3 else {})
         assert result.ok, result.describe()
         assert deployment.counts() == expected(i)
+    assert INLINED_CALLERS & set(marker.read_text().split()), marker.read_text()
 
 
 def test_failed_process_retried_keeps_its_txid_and_exact_counts(
@@ -314,13 +319,15 @@ def connect_deployment(tmp_path_factory: pytest.TempPathFactory, connect_server:
 
 
 def test_connect_process_mode_runs_give_exact_counts_and_a_replay_changes_nothing(
-    connect_deployment: Deployment,
+    connect_deployment: Deployment, tmp_path: Path
 ) -> None:
+    marker = tmp_path / "callers"
     for i in (1, 2, 3):
         # runs 2 and 3 add a function and a filter that the Connect server's workers inline
-        result = connect_deployment.run(env={INLINED_ENV: "1"} if i > 1 else {})
+        result = connect_deployment.run(env={INLINED_ENV: str(marker)} if i > 1 else {})
         assert result.ok, result.describe()
         assert connect_deployment.counts() == expected(i)
+    assert INLINED_CALLERS & set(marker.read_text().split()), marker.read_text()
     # no spark-submit ran: the process task talked to the Connect server
     assert "spark-submit" not in result.process.stdout + result.process.stderr
     assert "on Spark Connect" in result.process.stdout + result.process.stderr

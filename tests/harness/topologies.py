@@ -17,6 +17,7 @@ import functools
 import json
 import os
 import random
+import sys
 from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -85,11 +86,28 @@ class Normalise(Function):
         collector.emit((word.strip(),))
 
 
+_TOLD: set[str] = set()  # the callers this process wrote down
+
+
 class NonEmpty(Filter):
-    """Keeps non-empty words (every split word): an ``is_keep`` that inlines."""
+    """Keeps non-empty words (every split word): an ``is_keep`` that inlines. Each process
+    appends, once per caller, the name of the code that called it to the file ``marker``
+    (``is_keep_inlined`` or ``<listcomp>`` where Spark's workers inlined it; per process, not
+    per instance: the driver pickles the step after its type sample called it)."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
 
     def is_keep(self, tuple_: TridentTuple) -> bool:
-        return len(tuple_[0]) > 0
+        return len(tuple_[0]) > 0 and self.tell()
+
+    def tell(self) -> bool:
+        caller = sys._getframe(1).f_code.co_name
+        if caller not in _TOLD:
+            _TOLD.add(caller)
+            with open(self.marker, "a", encoding="utf-8") as out:
+                out.write(f"{caller}\n")
+        return True
 
 
 class RejectWord(Filter):
@@ -107,8 +125,9 @@ class RejectWord(Filter):
 
 
 def e2e_word_count() -> TridentTopology:
-    """Sentences -> split -> (fail once) -> (``TRIDENT_E2E_INLINED``: an inlined function and
-    filter) -> count per word, in transactional SQL state."""
+    """Sentences -> split -> (fail once) -> (``TRIDENT_E2E_INLINED``: a function and a filter
+    that Spark inlines, the filter telling its caller in that file) -> count per word, in
+    transactional SQL state."""
     name = os.environ.get("TRIDENT_TEST_TOPOLOGY", "e2e_word_count")
     topology = TridentTopology(name)
     words = topology.new_stream(
@@ -117,10 +136,11 @@ def e2e_word_count() -> TridentTopology:
     marker = os.environ.get("TRIDENT_FAIL_ONCE_MARKER", "")
     if marker:
         words = words.each(["word"], FailOnce(marker), ["checked"]).project(["word"])
-    if os.environ.get(INLINED_ENV):
+    inlined_marker = os.environ.get(INLINED_ENV, "")
+    if inlined_marker:
         words = (
             words.each(["word"], Normalise(), ["normal"])
-            .filter(["normal"], NonEmpty())
+            .filter(["normal"], NonEmpty(inlined_marker))
             .project(["word"])
         )
     poison = os.environ.get(POISON_WORD_ENV, "")
