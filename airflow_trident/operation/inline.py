@@ -150,7 +150,7 @@ def method_source(operation: object, method: str = "execute") -> str | None:
         return None
     try:
         return textwrap.dedent(inspect.getsource(func))
-    except (OSError, TypeError):
+    except Exception:  # no file, a builtin, or inspect's own failures: then it is not inlined
         return None
 
 
@@ -214,9 +214,9 @@ def _inline(
         if not _same_code(definition, func.__code__):
             return None
         body, read, width = _comprehension(definition, fields, emits=method == "execute")
-    except (_NotInlined, SyntaxError, ValueError):
+        module = compile(ast.fix_missing_locations(body), func.__code__.co_filename, "exec")
+    except Exception:  # not of the form, or anything unforeseen: called per tuple instead
         return None
-    module = compile(ast.fix_missing_locations(body), func.__code__.co_filename, "exec")
     code = next(c for c in module.co_consts if isinstance(c, types.CodeType))
     return read, width, types.FunctionType(code, func.__globals__)
 

@@ -327,6 +327,22 @@ def test_only_the_running_code_is_inlined(tmp_path: Path, monkeypatch: Any) -> N
     assert run([["a"]], 1) == [["a!"]]
 
 
+def test_an_unforeseen_failure_of_inlining_only_means_per_tuple_calls(monkeypatch: Any) -> None:
+    # Given inspect or the compiler failing in a way not foreseen
+    import airflow_trident.operation.inline as inline
+
+    source = execute_source(Lower())
+
+    def broken(*args: Any) -> Any:
+        raise IndexError("inspect's own failure")
+
+    monkeypatch.setattr(inline.inspect, "getsource", broken)
+    # Then there is no source, and nothing is inlined: the function is called per tuple
+    assert execute_source(Lower()) is None
+    monkeypatch.setattr(inline.ast, "fix_missing_locations", broken)
+    assert inline_execute(Lower(), source, FIELDS) is None
+
+
 # --- filters ---------------------------------------------------------------------------------
 
 
