@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import importlib
 import json
+import logging
 import math
 import os
 import subprocess
@@ -398,8 +399,11 @@ class Divide(Function):
 
 
 @pytest.mark.parametrize("batch_rows", [1, 10_000])
-def test_spark_workers_run_the_inlined_execute(spark: Any, batch_rows: int) -> None:
+def test_spark_workers_run_the_inlined_execute(
+    spark: Any, batch_rows: int, caplog: pytest.LogCaptureFixture
+) -> None:
     # Given inlinable functions, fused into one Python step with a per-tuple one
+    caplog.set_level(logging.INFO, logger="airflow_trident.runtime.spark.processor")
     t, s = stream()
     s.each(FIELDS, Lower(), ["lower"]).each(FIELDS, ByName(), ["a", "b", "c"]).each(
         ["user", "score"], Dynamic(), ["n", "n2"]
@@ -416,6 +420,10 @@ def test_spark_workers_run_the_inlined_execute(spark: Any, batch_rows: int) -> N
         {key.replace("'execute'", "'inlined'"): n for key, n in expected.items()}
     )
     assert "'execute'" in next(iter(expected))
+    # And the process step's log names the steps that were inlined, and only those
+    inlined = [r.getMessage() for r in caplog.records if "inlined" in r.getMessage()]
+    assert any("'Lower', 'ByName', 'Dynamic', 'Worded', 'Caller' run on" in m for m in inlined)
+    assert not any("Twice" in m for m in inlined)
 
 
 def test_the_driver_ships_the_source_and_a_failing_record_is_named(spark: Any) -> None:

@@ -8,6 +8,7 @@ run: runs of built-ins as Spark SQL (``compile``), runs of Python steps fused in
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -50,6 +51,8 @@ from airflow_trident.topology import TridentTopology
 from airflow_trident.tuple import Fields
 
 __all__ = ["SparkBatchProcessor"]
+
+log = logging.getLogger(__name__)
 
 Row = tuple[Any, ...]
 Sources = Mapping[str, Mapping[str, Sequence[Row]]]
@@ -394,6 +397,12 @@ class _Run:
             sentinel=frame.sentinel,
             states=self._worker_states(ops),
         )
+        inlined = [op.id for op, made in zip(ops, fn.inlined(), strict=False) if made is not None]
+        if inlined:
+            log.info(
+                "txid %d: step(s) %s run on Spark's workers as one comprehension per Arrow batch "
+                "(inlined: docs/api.md)", self.txid, ", ".join(map(repr, inlined)),
+            )  # fmt: skip
         return frame.but(
             df=df.mapInArrow(fn, schema.spark),
             fields=out_fields,
