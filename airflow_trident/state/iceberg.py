@@ -183,12 +183,20 @@ class IcebergStateFactory:
         Commit partitions run as parallel Spark tasks, so two may create the table at once:
         the loser sees ``TableAlreadyExistsError`` or, from the SQL catalog's requirement check,
         ``CommitFailedException("Table already exists")``; either way it loads the winner's table.
+        Two may create its namespace at once too: the SQL catalog's loser gets the database's
+        unique-key error (not ``NamespaceAlreadyExistsError``) and goes on when the namespace
+        is there.
         """
         from pyiceberg.exceptions import CommitFailedException, TableAlreadyExistsError
         from pyiceberg.transforms import parse_transform
 
         catalog = self.load_catalog()
-        catalog.create_namespace_if_not_exists(self.table.rsplit(".", 1)[0])
+        namespace = self.table.rsplit(".", 1)[0]
+        try:
+            catalog.create_namespace_if_not_exists(namespace)
+        except Exception:
+            if not catalog.namespace_exists(namespace):
+                raise
         try:
             tx = catalog.create_table_transaction(self.table, schema=schema)
             if self.partition_by:

@@ -261,6 +261,44 @@ def test_two_partitions_creating_the_table_at_once_both_commit(
     assert rows_of(factory, "k", "n") == [("a", 1), ("b", 2)]
 
 
+def test_two_partitions_creating_the_namespace_at_once_both_commit(
+    catalog: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a commit partition whose namespace is created by another task just before its own
+    # insert: the SQL catalog's loser gets the database's unique-key error (seen in CI on
+    # SQLite), not NamespaceAlreadyExistsError
+    fresh = f"race_{uuid.uuid4().hex[:8]}"
+    factory = iceberg_state(f"{fresh}.words", "ns_race", catalog=catalog)
+    real_load = factory.load_catalog
+    failure: list[BaseException] = [sa.exc.IntegrityError("INSERT", {}, Exception("UNIQUE"))]
+
+    def racing_catalog() -> Any:
+        loaded = real_load()
+        real_create = loaded.create_namespace
+
+        def create_then_lose(namespace: Any, properties: Any = None) -> None:
+            if failure and isinstance(failure[0], sa.exc.IntegrityError):
+                real_create(namespace)  # the other task wins
+            if failure:
+                raise failure.pop()
+            real_create(namespace)
+
+        monkeypatch.setattr(loaded, "create_namespace", create_then_lose)
+        return loaded
+
+    monkeypatch.setattr(factory, "load_catalog", racing_catalog)
+    # When it commits, it goes on: the namespace is there
+    commit(factory.make_state(), 1, [{"k": "a", "n": 1}])
+    assert not failure  # the race happened
+    assert rows_of(factory, "k", "n") == [("a", 1)]
+    # And a failure that leaves no namespace is raised
+    other = iceberg_state(f"{fresh}_down.words", "ns_broken", catalog=catalog)
+    monkeypatch.setattr(other, "load_catalog", racing_catalog)
+    failure.append(RuntimeError("the catalog is down"))
+    with pytest.raises(Exception, match="the catalog is down"):
+        commit(other.make_state(), 1, [{"k": "a", "n": 1}])
+
+
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
