@@ -370,6 +370,7 @@ class _Driver:
         if value != self._committed:
             self._committed = value
             self._progress_at = time.monotonic()
+            self._stuck_since = None  # a commit ends a wait for slots; a later one starts anew
         return value
 
     def txids(self) -> dict[str, int]:
