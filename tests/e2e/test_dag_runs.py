@@ -108,6 +108,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Deployment:
 INLINED_CALLERS = {"<listcomp>", "is_keep_inlined"}  # the comprehension (Python 3.11, 3.12+)
 
 
+@pytest.mark.timeout(600)  # five DAG runs with a spark-submit each: 207-245 s on 2 idle cores
 def test_five_consecutive_runs_give_exact_counts(deployment: Deployment, tmp_path: Path) -> None:
     marker = tmp_path / "callers"
     for i in range(1, 6):
