@@ -86,12 +86,12 @@ class Normalise(Function):
         collector.emit((word.strip(),))
 
 
-_TOLD: set[str] = set()  # the callers this process wrote down
+_TOLD: set[tuple[str, str]] = set()  # (marker file, caller) this process wrote down
 
 
 class NonEmpty(Filter):
     """Keeps non-empty words (every split word): an ``is_keep`` that inlines. Each process
-    appends, once per caller, the name of the code that called it to the file ``marker``
+    appends, once per caller and file, the name of the code that called it to ``marker``
     (``is_keep_inlined`` or ``<listcomp>`` where Spark's workers inlined it; per process, not
     per instance: the driver pickles the step after its type sample called it)."""
 
@@ -103,8 +103,8 @@ class NonEmpty(Filter):
 
     def tell(self) -> bool:
         caller = sys._getframe(1).f_code.co_name
-        if caller not in _TOLD:
-            _TOLD.add(caller)
+        if (self.marker, caller) not in _TOLD:  # a reused worker writes to each test's file
+            _TOLD.add((self.marker, caller))
             with open(self.marker, "a", encoding="utf-8") as out:
                 out.write(f"{caller}\n")
         return True
