@@ -31,7 +31,8 @@ A ``Filter``'s ``is_keep(self, t)`` inlines under the same rules when its body i
 assignments, then ``return <expression>`` (:func:`inline_is_keep`).
 
 The source is checked against the running code: it is compiled again and its bytecode, names
-and constants must equal those of the function's code (a file edited after the import, or a
+and constants (by type and value: ``2``, ``2.0`` and ``True`` differ) must equal those of the
+function's code (a file edited after the import, or a
 function made some other way, is not inlined). The source is read where the topology is
 defined (:func:`execute_source`, e.g. the Spark driver) and travels with the plan, so a worker
 without the DAG file still inlines.
@@ -234,13 +235,40 @@ def _same_code(definition: ast.FunctionDef, running: types.CodeType) -> bool:
     """``definition`` compiles to ``running``'s instructions, names and constants."""
     module = compile(ast.Module([definition], []), running.co_filename, "exec")
     code = next((c for c in module.co_consts if isinstance(c, types.CodeType)), None)
-    return code is not None and all(
-        getattr(code, name) == getattr(running, name)
-        for name in ("co_consts", "co_names", "co_varnames", "co_cellvars", "co_freevars",
-                     "co_argcount", "co_posonlyargcount", "co_kwonlyargcount")
-    ) and (code.co_flags & _FLAGS) == (running.co_flags & _FLAGS) and (
-        _instructions(code) == _instructions(running)
+    return code is not None and _code_key(code) == _code_key(running)
+
+
+def _code_key(code: types.CodeType) -> tuple[Any, ...]:
+    """What ``code`` does: its instructions, names, constants (by type and value), arguments and
+    flags (not its name, file or line numbers)."""
+    return (
+        tuple(map(_constant_key, code.co_consts)),
+        code.co_names, code.co_varnames, code.co_cellvars, code.co_freevars,
+        code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount,
+        code.co_flags & _FLAGS,
+        tuple(_instructions(code)),
     )  # fmt: skip
+
+
+def _constant_key(value: Any) -> Any:
+    """``value`` as a key equal only for a constant of the same type and value: ``2``, ``2.0``
+    and ``True`` compare equal, ``0.0`` and ``-0.0`` too, and ``(1, 2) == (1.0, 2)``; their
+    keys do not.
+
+    >>> _constant_key(2) == _constant_key(2.0), _constant_key(0.0) == _constant_key(-0.0)
+    (False, False)
+    >>> _constant_key((1, "a")) == _constant_key((1, "a"))
+    True
+    """
+    if isinstance(value, tuple):
+        return (tuple, tuple(map(_constant_key, value)))
+    if isinstance(value, frozenset):
+        return (frozenset, frozenset(map(_constant_key, value)))
+    if isinstance(value, types.CodeType):
+        return (types.CodeType, _code_key(value))
+    if isinstance(value, float | complex):
+        return (type(value), repr(value))  # -0.0 and nan: by their spelling
+    return (type(value), value)
 
 
 def _instructions(code: types.CodeType) -> list[tuple[str, Any]]:
@@ -252,7 +280,7 @@ def _instructions(code: types.CodeType) -> list[tuple[str, Any]]:
     return [
         (
             "LOAD_ATTR" if i.opname == "LOAD_METHOD" else i.opname,
-            number.get(i.argval) if i.opcode in _JUMPS else i.argval,
+            number.get(i.argval) if i.opcode in _JUMPS else _constant_key(i.argval),
         )
         for i in instructions
     ]

@@ -328,6 +328,37 @@ def test_only_the_running_code_is_inlined(tmp_path: Path, monkeypatch: Any) -> N
     assert run([["a"]], 1) == [["a!"]]
 
 
+@pytest.mark.parametrize(
+    ("running", "edited"),
+    [("n * 2", "n * 2.0"), ("n + 1", "n + True"), ("n * 0.0", "n * -0.0"), ("n in (1, 2)",
+     "n in (1.0, 2)"), ("n in {1, 2}", "n in {1, 2.0}"), ("n + 0.0", "n + 0j")],
+)  # fmt: skip
+def test_constants_equal_in_value_but_not_in_type_are_not_the_running_code(
+    tmp_path: Path, monkeypatch: Any, running: str, edited: str
+) -> None:
+    # Given a function imported from a file, whose constant is then edited to one that
+    # compares equal (2 == 2.0 == True) but computes another value
+    name = f"edited_constant_{abs(hash((running, edited)))}"
+    module = tmp_path / f"{name}.py"
+    module.write_text(textwrap.dedent(f"""
+        from airflow_trident.operation import Function
+
+        class Scale(Function):
+            def execute(self, tuple_, collector):
+                n = tuple_.get("score")
+                collector.emit((str({running}),))
+    """))  # fmt: skip
+    monkeypatch.syspath_prepend(str(tmp_path))
+    scale = importlib.import_module(name).Scale()
+    assert inline_execute(scale, execute_source(scale), FIELDS) is not None
+    module.write_text(module.read_text().replace(running, edited))
+    source = execute_source(scale)
+    assert source is not None
+    assert edited in source
+    # When the edited source is checked against the running code; Then it is not inlined
+    assert inline_execute(scale, source, FIELDS) is None
+
+
 def test_an_unforeseen_failure_of_inlining_only_means_per_tuple_calls(monkeypatch: Any) -> None:
     # Given inspect or the compiler failing in a way not foreseen
     import airflow_trident.operation.inline as inline
