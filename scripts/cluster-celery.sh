@@ -32,7 +32,7 @@ celery_settings() {
 
 start_redis() {
     local pid
-    command -v redis-server >/dev/null || die "no redis-server: run 'bash scripts/bootstrap.sh'"
+    command -v redis-server >/dev/null || die "no redis-server: run 'bash scripts/bootstrap.sh redis'"
     if pid="$(pid_of redis redis-server)"; then
         log "redis: already running (pid $pid) on 127.0.0.1:$REDIS_PORT"
         return 0

@@ -1,9 +1,10 @@
 # shellcheck shell=bash
 # Sourced by test.sh and main.sh: venv + services + environment.
+# TRIDENT_NEEDS: the Debian packages a command needs beyond the main job's (scripts/bootstrap.sh).
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT" || exit 1
 bash scripts/bootstrap.sh
-bash scripts/services.sh start
+bash scripts/services.sh start ${TRIDENT_SERVICES:-}  # e.g. "zookeeper" only: the main job
 eval "$(bash scripts/services.sh env)"
 export SPARK_LOCAL_IP=127.0.0.1
 export PATH="$ROOT/.venv/bin:$PATH"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Local ZooKeeper + PostgreSQL 15 for tests and examples; data lives in .work/.
-# Usage: scripts/services.sh {start|stop|status|env}   (all idempotent)
+# Usage: scripts/services.sh {start|stop|status|env} [zookeeper] [postgres]   (all idempotent)
+#   start with names starts only those (the main job needs ZooKeeper only); default: both.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 WORK="$ROOT/.work"
@@ -178,7 +179,16 @@ pg_status() {
 }
 
 case "${1:-}" in
-    start) zk_start; pg_start ;;
+    start)
+        shift
+        [ $# -gt 0 ] || set -- zookeeper postgres
+        for service in "$@"; do
+            case "$service" in
+                zookeeper) zk_start ;;
+                postgres) pg_start ;;
+                *) die "unknown service '$service' (zookeeper, postgres)" ;;
+            esac
+        done ;;
     stop) zk_stop; pg_stop ;;
     status) zk_status; pg_status ;;
     env)

@@ -3,6 +3,7 @@
 # [tool.importlinter]) and pytest against local ZooKeeper + PostgreSQL.
 # Extra arguments go to pytest. Runs every step and exits non-zero if any failed.
 set -euo pipefail
+export TRIDENT_NEEDS="${TRIDENT_NEEDS:-} browser jdbc"
 # shellcheck source=scripts/env.sh
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 failed=()

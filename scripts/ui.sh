@@ -3,6 +3,7 @@
 # Run after `bash scripts/main.sh`; Ctrl-C stops the servers. Arguments go to
 # tests.harness.main_ui (--port, --work-dir, --check).
 set -euo pipefail
+export TRIDENT_SERVICES="${TRIDENT_SERVICES:-zookeeper}"  # the main job's home: no PostgreSQL
 # shellcheck source=scripts/env.sh
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 exec .venv/bin/python -m tests.harness.main_ui "$@"

@@ -32,7 +32,7 @@ ROWS = [(u, f"w{(u * 7) % 11}") for u in range(300)]
 def jdbc_spark(spark: Any) -> Any:
     """The shared session with the PostgreSQL JDBC driver added."""
     if not os.path.exists(JDBC_JAR):
-        pytest.skip(f"{JDBC_JAR} missing: run scripts/bootstrap.sh (libpostgresql-jdbc-java)")
+        pytest.skip(f"{JDBC_JAR} missing: run `bash scripts/bootstrap.sh jdbc`")
     spark.sql(f"ADD JAR {JDBC_JAR}")
     return spark
 
@@ -137,7 +137,7 @@ def test_a_session_without_the_jdbc_driver_gets_the_named_jar_or_a_clear_error(
 ) -> None:
     # Given a fresh Spark session started without spark.jars (a process of its own)
     if not os.path.exists(JDBC_JAR):
-        pytest.skip(f"{JDBC_JAR} missing: run scripts/bootstrap.sh (libpostgresql-jdbc-java)")
+        pytest.skip(f"{JDBC_JAR} missing: run `bash scripts/bootstrap.sh jdbc`")
     script = tmp_path / "fresh.py"
     script.write_text(_FRESH_SESSION)
 
