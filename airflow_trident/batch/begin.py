@@ -2,6 +2,13 @@
 
 Trident's coordinator: a new run gets the next txid, a retried or cleared run gets its own
 txid back (re-bound by run id), and ``txid=N`` replays an allocated txid.
+
+The attempt a begin reports (its XCom, its task's log line) is the one every other place shows
+for the run (the process and commit tasks, the run's note, the status and the run's Trident
+tab): the *processing* attempt, 1 for the first processing. A begin processes nothing: it names
+the attempt its process step starts next, or, for a txid already committed (a replay, which
+processes nothing), the attempt that committed it. ZooKeeper's attempt counter, which a begin
+also raises (a re-begun txid wants a new processing), is not that number.
 """
 
 from __future__ import annotations
@@ -25,13 +32,26 @@ class BeginSteps(BatchContext):
     def begin(self, run_id: str | None, txid: int | None = None) -> dict[str, Any]:
         """Bind ``run_id`` to its txid (new, re-bound, or the replay of ``txid``)."""
         plan = self.coordinator.begin(run_id=run_id, txid=txid)
+        committed = self.store.committed_txid()
+        # the attempt the process step's next_attempt starts; a committed txid's, the ledger's
+        attempt = (
+            self.committed_attempt(plan.txid)
+            if plan.txid <= committed
+            else plan.attempt.attempt_id + 1
+        )
         return {
             "txid": plan.txid,
-            "attempt_id": plan.attempt.attempt_id,
+            "attempt_id": attempt,
             "run_id": run_id,
             "metas": dict(plan.metas),
-            "committed_txid": self.store.committed_txid(),
+            "committed_txid": committed,
         }
+
+    def committed_attempt(self, txid: int) -> int | None:
+        """The attempt whose staging the commit of ``txid`` applied (the commit ledger's row),
+        ``None`` without a ledger or a row."""
+        row = None if self.ledger is None else self.ledger.row(self.topology.name, txid)
+        return None if row is None else int(row["attempt_id"])
 
     def plan(self, txid: int) -> BatchPlan:
         """The current attempt and metadata of ``txid``, as the begin step stored them.

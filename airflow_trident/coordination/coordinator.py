@@ -124,7 +124,11 @@ class TransactionalCoordinator:
             self.store.put_meta(name, txid, meta, overwrite=not fixed)
             metas[name] = meta
         attempt = self.store.next_attempt(txid)
-        log.info("topology %s: begin txid %d attempt %d", self.topology, txid, attempt.attempt_id)
+        # not "attempt N": the counter also counts begins, the attempts people see count
+        # processings (the begin step's summary names that number)
+        log.info("topology %s: begin txid %d", self.topology, txid)
+        log.debug("topology %s: txid %d attempt counter %d", self.topology, txid,
+                  attempt.attempt_id)  # fmt: skip
         return BatchPlan(attempt, metas, run_id)
 
     def emit(self, plan: BatchPlan, spout: str) -> list[tuple[Any, ...]]:

@@ -26,6 +26,7 @@ __all__ = [
     "BeginBatchOperator",
     "CommitBatchOperator",
     "begin_batch",
+    "begun_line",
 ]
 
 
@@ -105,19 +106,28 @@ def begin_batch(context: Any, steps: BatchSteps, log: Any) -> dict[str, Any]:
         msg = f"dag_run.conf txid must be a positive integer, got {txid!r}"
         raise ConfigurationError(msg)
     summary: dict[str, Any] = steps.begin(dag_run.run_id, txid)
-    # attempts count processings (the process step starts 1, 2, ...): none at begin
-    earlier = summary["attempt_id"]
-    log.info(
-        "run %s is txid %d%s; committed txid is %d",
-        dag_run.run_id,
-        summary["txid"],
-        f" (processed {earlier} time(s) before)" if earlier else "",
-        summary["committed_txid"],
-    )
+    log.info("%s", begun_line(dag_run.run_id, summary))
     note_begin(context, summary)  # the run's note shows its txid (operators/notes.py)
     for spout, meta in summary["metas"].items():
         log.info("spout %s metadata: %s", spout, str(meta)[:500])
     return summary
+
+
+def begun_line(run_id: str, summary: dict[str, Any]) -> str:
+    """The begin's log line: the run's txid and its attempt as the run's note, the process and
+    commit tasks and the Trident tab show it (the processing attempt, 1 for the first).
+
+    >>> begun_line("manual__1", {"txid": 4, "attempt_id": 1, "committed_txid": 3})
+    'run manual__1 is txid 4 · attempt 1; committed txid is 3'
+    >>> begun_line("manual__2", {"txid": 1, "attempt_id": 1, "committed_txid": 4})
+    'run manual__2 replays txid 1 · attempt 1, committed: nothing to process, state unchanged'
+    """
+    txid, attempt = summary["txid"], summary["attempt_id"]
+    shown = "" if attempt is None else f" · attempt {attempt}"
+    if txid <= summary["committed_txid"]:
+        return (f"run {run_id} replays txid {txid}{shown}, committed: nothing to process, "
+                f"state unchanged")  # fmt: skip
+    return f"run {run_id} is txid {txid}{shown}; committed txid is {summary['committed_txid']}"
 
 
 _INLINE_POLL_S = 0.2

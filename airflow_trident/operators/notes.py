@@ -4,7 +4,8 @@ The note says what the run is to Trident: ``txid 7 · attempt 2`` (a new or re-b
 the attempt is the processing attempt whose staging the commit applied, 1 for the first — the
 number the process and commit tasks and the Trident tab show; the begin's note names the txid
 alone),
-``replay of txid 1 · attempt 3`` (``dag_run.conf = {"txid": 1}``),
+``replay of txid 1 · attempt 1`` (``dag_run.conf = {"txid": 1}``; a committed txid's replay
+processes nothing: the attempt is the one that committed it, as the Trident tab shows),
 ``backfill txid 3 · attempt 1`` (a run of ``airflow-trident backfill``, named
 ``trident_replay__txid_3`` or ``trident_new__txid_3``).
 
@@ -35,7 +36,7 @@ Examples
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from airflow.listeners import hookimpl
@@ -48,6 +49,7 @@ __all__ = [
     "is_trident_note",
     "note_begin",
     "pinned_txid",
+    "run_attempt",
     "run_note",
 ]
 
@@ -129,8 +131,7 @@ def note_begin(context: Mapping[str, Any], summary: Mapping[str, Any]) -> bool:
 
 
 def _batch_summary(dag_run: Any, session: Any) -> tuple[int, int | None] | None:
-    """The txid of ``dag_run`` (from its begin's XCom) and its attempt: the processing attempt
-    its process, commit or express task reported (1, 2, ...), ``None`` before one did."""
+    """The txid of ``dag_run`` (from its begin's XCom) and its attempt (:func:`run_attempt`)."""
     from airflow.models.xcom import XComModel
 
     rows = (
@@ -142,20 +143,44 @@ def _batch_summary(dag_run: Any, session: Any) -> tuple[int, int | None] | None:
         )
         .all()
     )
+    return run_attempt((row.task_id, XComModel.deserialize_value(row)) for row in rows)
+
+
+def run_attempt(xcoms: Iterable[tuple[str, Any]]) -> tuple[int, int | None] | None:
+    """The txid of a run and its attempt, from its tasks' XComs (``(task_id, value)``): the
+    processing attempt its process, commit or express task reported (1, 2, ...); for a txid
+    its begin found committed (a replay, which processes nothing), the attempt that committed
+    it, as the begin reported it; ``None`` before either (the attempt the Trident tab shows).
+
+    >>> run_attempt([("batch.begin", {"txid": 4, "attempt_id": 1, "committed_txid": 3})])
+    (4, None)
+    >>> run_attempt([("batch.begin", {"txid": 4, "attempt_id": 1, "committed_txid": 3}),
+    ...              ("batch.process", {"txid": 4, "attempt_id": 1})])
+    (4, 1)
+    >>> run_attempt([("batch.begin", {"txid": 1, "attempt_id": 1, "committed_txid": 4}),
+    ...              ("batch.commit", {"txid": 1, "applied": False})])
+    (1, 1)
+    """
     txid: int | None = None
     attempt: int | None = None
-    for row in rows:
-        value = XComModel.deserialize_value(row)
+    replayed: int | None = None
+    for task_id, value in xcoms:
         if not isinstance(value, Mapping) or not isinstance(value.get("txid"), int):
             continue
-        step = row.task_id.rpartition(".")[2]
+        step = task_id.rpartition(".")[2]
+        reported = value.get("attempt_id")
         if step in ("begin", "run"):  # "run": the express task
             txid = int(value["txid"])
-        reported = value.get("attempt_id")
-        if step != "begin" and isinstance(reported, int) and reported >= 1:
+        if not isinstance(reported, int) or reported < 1:
+            continue
+        committed = value.get("committed_txid")
+        if step == "begin":
+            if isinstance(committed, int) and int(value["txid"]) <= committed:
+                replayed = reported  # the begin found the txid committed: its committing attempt
+        else:
             attempt = max(attempt or 0, reported)
             txid = txid if txid is not None else int(value["txid"])
-    return None if txid is None else (txid, attempt)
+    return None if txid is None else (txid, attempt if attempt is not None else replayed)
 
 
 def _write(dag_run: Any, note: str) -> None:

@@ -146,18 +146,26 @@ class ExpressBatchOperator(TridentLineageMixin, BeginWhenReadySensor):
                 txid = int(summary["txid"])
                 if steps.store.committed_txid() < txid:
                     summary["processed"] = self._process(context, steps, txid)
+                    # the attempt the processing got (the note reads it here)
+                    summary["attempt_id"] = summary["processed"].get(
+                        "attempt_id", summary["attempt_id"])  # fmt: skip
             else:
                 assert txid is not None
                 attempt = steps.store.attempt(txid)
+                staged = None if attempt is None else attempt.attempt_id
                 summary = {
                     "txid": txid,
-                    "attempt_id": 0 if attempt is None else attempt.attempt_id,
+                    # the staged processing attempt; a committed txid's from the ledger (a
+                    # replay's begin raised ZooKeeper's counter since)
+                    "attempt_id": (
+                        (steps.committed_attempt(txid) or staged) if step == "success" else staged
+                    ),
                     "run_id": context["dag_run"].run_id,
                     "committed_txid": steps.store.committed_txid(),
                 }
                 self.log.info(
-                    "run %s resumes txid %d at its %s (attempt %d %s)",
-                    summary["run_id"], txid, step, summary["attempt_id"],
+                    "run %s resumes txid %d at its %s (attempt %s %s)",
+                    summary["run_id"], txid, step, summary["attempt_id"] or "-",
                     "committed" if step == "success" else "staged",
                 )  # fmt: skip
             summary["resumed_at"] = step

@@ -81,7 +81,9 @@ def test_retried_process_uses_the_new_attempt_and_keeps_counts(steps: BatchSteps
     txid = int(steps.begin("r1")["txid"])
     steps.process_local(txid)
     again = steps.begin("r1")
-    assert (again["txid"], again["attempt_id"]) == (1, 2)  # 0: begin, 1: process, 2: begin
+    # (it names the processing attempt it wants: ZooKeeper's counter went 0 at the begin, 1 at
+    # the process, 2 at this begin; the process step starts 3)
+    assert (again["txid"], again["attempt_id"]) == (1, 3)
     # Then the commit wants the new attempt's staging
     with pytest.raises(BatchIncompleteError, match="no staged results for txid 1 attempt 2"):
         steps.commit(txid)
