@@ -17,6 +17,9 @@ committed at, records   the commit ledger in the state database (``trident_commi
 run of a txid           the ledger row (the run that committed it), else ZooKeeper:
                         ``coordinator/txid_runs/<txid>`` (else ``runs/``); a later run bound
                         to a committed txid is its replay (``replay_run_id``)
+a replay's own steps    its begin: its binding ``coordinator/runs/<run>`` (creation time); it
+                        processes and commits nothing (a replay run's view shows no times
+                        of the run that committed the txid)
 lag                     each spout's optional ``lag`` or ``pending(partition, meta)``
                         (:mod:`airflow_trident.spout.lag`) after its newest emitted batch
 ======================  ===================================================================
@@ -36,7 +39,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -157,6 +160,8 @@ class StatusCollector:
             row = None if self.ledger is None else self.ledger.row(self.store.paths.topology, txid)
             batch = (BatchStatus(txid, "committed") if row is None
                      else self._committed(row, run_id))  # fmt: skip
+            if batch.replay_run_id == run_id:  # another run committed it: this run replays it
+                batch = self._replayed(batch, run_id)
         return RunStatus(run_id, self.store.paths.topology, committed, datetime.now(UTC),
                          txid=txid, batch=batch, dag_id=dag_id)  # fmt: skip
 
@@ -295,6 +300,17 @@ class StatusCollector:
             keys_written={str(k): int(v) for k, v in keys.items()},
             **times,
         )
+
+    def _replayed(self, batch: BatchStatus, run_id: str) -> BatchStatus:
+        """What replay ``run_id`` of committed ``batch`` did itself: begun when its begin bound
+        it to the txid (its binding's creation), and nothing processed or committed (the
+        steps of the run that committed the txid are that run's, not the replay's)."""
+        bound = self._node(self.store.paths.run(run_id))
+        begun = None if bound is None else bound.created
+        return replace(
+            batch, since=begun, begun_at=begun, process_started_at=None, processed_at=None,
+            commit_started_at=None, committed_at=None, records_in=None, keys_written=None,
+        )  # fmt: skip
 
     def _ledger_rows(self, notes: list[str]) -> list[dict[str, Any]]:
         if self.ledger is None:

@@ -1,11 +1,14 @@
-"""One attempt number everywhere (issue 31): the begin's log line and XCom, the run's note and
-the run's Trident tab (``StatusCollector.run``) name the same attempt of a run, the processing
-attempt (1 for the first processing, never 0); a replay of a committed txid names the attempt
-that committed it. Real ZooKeeper, SQLite state and ledger, a staging root."""
+"""One attempt number everywhere, and a replay's own steps (issue 31): the begin's log line and
+XCom, the run's note and the run's Trident tab (``StatusCollector.run``) name the same attempt of
+a run, the processing attempt (1 for the first processing, never 0); a replay of a committed
+txid names the attempt that committed it, and its Trident tab shows its own steps, not those of
+the run that committed the txid. Real ZooKeeper, SQLite state and ledger, a staging root."""
 
 from __future__ import annotations
 
 import logging
+import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -131,3 +134,31 @@ def test_a_replay_names_the_attempt_that_committed_its_txid_everywhere(
     assert tab.is_replay
     assert (tab.txid, tab.batch.attempt_id) == (1, 1)
 
+
+def test_a_replays_run_tab_shows_its_own_steps_not_those_of_the_run_that_committed_it(
+    steps: BatchSteps,
+) -> None:
+    # Given txid 1 committed by run_1, and a replay of it begun a while later
+    run_tasks(steps, "run_1")
+    time.sleep(1.2)  # ZooKeeper's and the ledger's clocks: the replay is clearly later
+    replay_started = datetime.now(UTC)
+    run_tasks(steps, "manual__replay", {"txid": 1})
+    collector = StatusCollector(steps.store, ledger=steps.ledger, staging=steps.staging)
+    # When each run's Trident tab is read
+    original, replay = collector.run("run_1").batch, collector.run("manual__replay").batch
+    assert original is not None
+    assert replay is not None
+    # Then the committing run keeps its steps, all before the replay began
+    assert None not in (original.begun_at, original.process_started_at,
+                        original.commit_started_at, original.committed_at)  # fmt: skip
+    assert original.committed_at is not None
+    assert original.committed_at < replay_started
+    # And the replay shows its own begin (when it was bound to txid 1) and no processing or
+    # commit of its own (it processed and committed nothing), not run_1's
+    assert replay.begun_at is not None
+    assert replay.begun_at > replay_started - timedelta(seconds=0.5)
+    assert replay.since == replay.begun_at
+    assert (replay.process_started_at, replay.processed_at, replay.commit_started_at,
+            replay.committed_at, replay.records_in) == (None, None, None, None, None)  # fmt: skip
+    assert (replay.run_id, replay.replay_run_id, replay.attempt_id) == (
+        "run_1", "manual__replay", 1)
