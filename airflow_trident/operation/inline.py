@@ -54,10 +54,11 @@ from __future__ import annotations
 import ast
 import dis
 import inspect
+import itertools
 import operator
 import textwrap
 import types
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,6 +67,8 @@ from airflow_trident.tuple import Fields
 __all__ = [
     "InlinedExecute",
     "InlinedKeep",
+    "UserCodeError",
+    "WrongWidth",
     "execute_source",
     "inline_execute",
     "inline_is_keep",
@@ -74,6 +77,8 @@ __all__ = [
 
 _PREFIX = "_trident_"
 _ROWS, _TUPLE = f"{_PREFIX}rows", f"{_PREFIX}tuple"
+_INDEX, _EMITTED, _KEEP = f"{_PREFIX}i", f"{_PREFIX}e", f"{_PREFIX}r"
+_LEN, _WIDTH, _WRONG = f"{_PREFIX}len", f"{_PREFIX}width", f"{_PREFIX}wrong"
 _SCOPES = (
     ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.NamedExpr,
     ast.Yield, ast.YieldFrom, ast.Await,
@@ -92,56 +97,112 @@ class _NotInlined(Exception):
     """The body is not of the inlined form."""
 
 
+class UserCodeError(Exception):
+    """The user's code raised :attr:`error` on record :attr:`index` of the columns; ``named``
+    is false when it raised taking the truthiness of what ``is_keep`` returned (the local
+    runtime names no record then)."""
+
+    def __init__(self, index: int, error: Exception, *, named: bool = True) -> None:
+        super().__init__(index, error)
+        self.index, self.error, self.named = index, error, named
+
+
+class WrongWidth(ValueError):
+    """Record :attr:`index` emitted :attr:`emitted`, not as many values as declared."""
+
+    def __init__(self, index: int, emitted: tuple[Any, ...], width: int) -> None:
+        super().__init__(f"record {index} emitted {len(emitted)} values {emitted!r}, not {width}")
+        self.index, self.emitted = index, emitted
+
+
+def _wrong(emitted: tuple[Any, ...], width: int) -> bool:
+    raise WrongWidth(-1, emitted, width)
+
+
 @dataclass(frozen=True)
 class InlinedExecute:
     """``execute`` as a comprehension: called with the columns of :attr:`fields` (Python
     lists, as long as the batch), it returns the emitted values as columns.
 
     ``width``: how many values each emit has, when the body emits a tuple or list display
-    (``None``: counted per record). With a display of one value, the comprehension makes
-    that value's column itself.
+    (``None``: counted per record, as each record's emit is made). With a display of one
+    value, the comprehension makes that value's column itself.
     """
 
     fields: Fields
     width: int | None
     instance: Any
-    comprehension: Callable[[Any, Any, type[tuple[Any, ...]]], list[Any]]
+    comprehension: Callable[..., list[Any]]
+
+    def fits(self, width: int) -> bool:
+        """Its emits can have ``width`` values (a display of another width never does)."""
+        return self.width is None or self.width == width
 
     def __call__(self, columns: Sequence[list[Any]], width: int, count: int = 0) -> list[list[Any]]:
         """The ``width`` output columns of the records of ``columns`` (``count`` records
-        when the body reads no field).
+        when the body reads no field), each record's expressions evaluated once, in order.
 
         Raises
         ------
+        UserCodeError
+            The user's code raised on a record (the records after it did not run).
+        WrongWidth
+            A record emitted not ``width`` values (the records after it did not run).
         ValueError
-            An emit has not ``width`` values (the caller runs the records one by one, and
-            the local runtime's error names the record).
+            The body's display has not ``width`` values (:meth:`fits`): nothing ran.
         """
-        out = self.comprehension(self.instance, _rows(columns, count), tuple)
+        if not self.fits(width):
+            raise ValueError(width)
+        counter = itertools.count()
+        try:
+            out = self.comprehension(
+                self.instance, _rows(columns, count, counter), tuple, len, width, _wrong
+            )
+        except WrongWidth as exc:
+            raise WrongWidth(next(counter) - 1, exc.emitted, width) from None
+        except Exception as exc:
+            raise UserCodeError(next(counter) - 1, exc) from exc
         if self.width == 1:
-            if width != 1:
-                raise ValueError(width)
             return [out]
-        if self.width is None and out and set(map(len, out)) != {width}:
-            raise ValueError(width)
-        if self.width is not None and self.width != width:
-            raise ValueError(width)
         return [list(map(operator.itemgetter(i), out)) for i in range(width)]
 
 
 @dataclass(frozen=True)
 class InlinedKeep:
     """A filter's ``is_keep`` as a comprehension: called with the columns of :attr:`fields`,
-    it returns what ``is_keep`` returns for each record (kept where true)."""
+    it returns the positions of the records kept (where ``is_keep`` returns something true,
+    its truthiness taken record by record, as each record is checked)."""
 
     fields: Fields
     instance: Any
-    comprehension: Callable[[Any, Any, type[tuple[Any, ...]]], list[Any]]
+    comprehension: Callable[..., list[int]]
+    truthiness: frozenset[tuple[types.CodeType, int]] = frozenset()
 
-    def __call__(self, columns: Sequence[list[Any]], count: int = 0) -> list[Any]:
-        """``is_keep`` of each record of ``columns`` (``count`` records when the body reads
-        no field)."""
-        return self.comprehension(self.instance, _rows(columns, count), tuple)
+    def __call__(self, columns: Sequence[list[Any]], count: int = 0) -> list[int]:
+        """The positions of the records of ``columns`` ``is_keep`` keeps (``count`` records
+        when the body reads no field).
+
+        Raises
+        ------
+        UserCodeError
+            The user's code raised on a record, or taking the truthiness of what it returned
+            for it (the records after it did not run).
+        """
+        counter = itertools.count()
+        try:
+            return self.comprehension(self.instance, _rows(columns, count, counter))
+        except Exception as exc:
+            index = next(counter) - 1
+            raise UserCodeError(index, exc, named=not self._in_truthiness(exc)) from exc
+
+    def _in_truthiness(self, exc: BaseException) -> bool:
+        """``exc`` was raised by the comprehension's ``if`` on what ``is_keep`` returned."""
+        tb = exc.__traceback__
+        while tb is not None:
+            if (tb.tb_frame.f_code, tb.tb_lasti) in self.truthiness:
+                return True
+            tb = tb.tb_next
+        return False
 
 
 def method_source(operation: object, method: str = "execute") -> str | None:
@@ -182,26 +243,42 @@ def inline_is_keep(
     ...     def is_keep(self, tuple_):
     ...         return len(tuple_.get("word")) > 3
     >>> keep = inline_is_keep(Long(), method_source(Long(), "is_keep"), ["word"])
-    >>> keep([["the", "moon"]])
-    [False, True]
+    >>> keep([["the", "moon", "cow", "jumped"]])
+    [1, 3]
     """
     made = _inline(filter_, "is_keep", source, tuple(input_fields))
-    return None if made is None else InlinedKeep(made[0], filter_, made[2])
+    if made is None:
+        return None
+    return InlinedKeep(made[0], filter_, made[2], _truthiness(made[2].__code__))
 
 
-def _rows(columns: Sequence[list[Any]], count: int) -> Any:
-    """The records of ``columns``: values (one column), tuples (several), or ``count``
-    placeholders (none)."""
+def _truthiness(code: types.CodeType) -> frozenset[tuple[types.CodeType, int]]:
+    """Where the comprehension of ``code`` takes the truthiness of ``is_keep``'s value: the
+    conditional jumps right after it is loaded (in ``code`` or the comprehension's own code)."""
+    found: set[tuple[types.CodeType, int]] = set()
+    codes = [code, *(c for c in code.co_consts if isinstance(c, types.CodeType))]
+    for each in codes:
+        before = None
+        for instruction in dis.get_instructions(each):
+            jump = instruction.opname
+            if before is not None and before.argval == _KEEP and "JUMP" in jump and "IF" in jump:
+                found.add((each, instruction.offset))
+            before = instruction if instruction.opname == "LOAD_FAST" else None
+    return frozenset(found)
+
+
+def _rows(columns: Sequence[list[Any]], count: int, counter: Iterator[int]) -> Any:
+    """The records of ``columns``, each after its position from ``counter`` (which so tells
+    how many records were taken): ``(i, value)`` (one column), ``(i, value, value, ...)``
+    (several), or ``(i, i)`` for ``count`` records (none)."""
     if not columns:
-        return range(count)
-    if len(columns) == 1:
-        return columns[0]
-    return zip(*columns, strict=True)
+        return zip(counter, range(count), strict=False)
+    return zip(counter, *columns, strict=False)
 
 
 def _inline(
     operation: object, method: str, source: str | None, fields: Fields
-) -> tuple[Fields, int | None, Callable[..., list[Any]]] | None:
+) -> tuple[Fields, int | None, types.FunctionType] | None:
     """The fields read, the emits' width and the comprehension of ``operation.method``."""
     func = _plain_method(operation, method)
     if func is None or source is None or func.__code__.co_freevars:
@@ -325,17 +402,31 @@ def _comprehension(
     if emits:
         element, width = _as_tuple(element)
     order = sorted(used)
-    if not order:
-        target: ast.expr = ast.Name(f"{_PREFIX}i", ast.Store())
-    elif len(order) == 1:
-        target = ast.Name(used[order[0]], ast.Store())
-    else:
-        target = ast.Tuple([ast.Name(used[i], ast.Store()) for i in order], ast.Store())
+    variables = [used[i] for i in order] or [f"{_PREFIX}n"]
+    target = ast.Tuple([ast.Name(n, ast.Store()) for n in (_INDEX, *variables)], ast.Store())
     generators = [ast.comprehension(target, ast.Name(_ROWS, ast.Load()), [], 0)]
     generators += [ast.comprehension(t, v, [], 0) for t, v in clauses]
+    if emits and width is None:  # each emit's width checked as it is made
+        check = ast.BoolOp(ast.Or(), [
+            ast.Compare(
+                ast.Call(ast.Name(_LEN, ast.Load()), [ast.Name(_EMITTED, ast.Load())], []),
+                [ast.Eq()], [ast.Name(_WIDTH, ast.Load())],
+            ),
+            ast.Call(ast.Name(_WRONG, ast.Load()),
+                     [ast.Name(_EMITTED, ast.Load()), ast.Name(_WIDTH, ast.Load())], []),
+        ])  # fmt: skip
+        made = ast.List([element], ast.Load())
+        generators.append(ast.comprehension(ast.Name(_EMITTED, ast.Store()), made, [check], 0))
+        element = ast.Name(_EMITTED, ast.Load())
+    if not emits:  # the record's position, where what is_keep returns is true
+        made = ast.List([element], ast.Load())
+        keep = ast.Name(_KEEP, ast.Load())
+        generators.append(ast.comprehension(ast.Name(_KEEP, ast.Store()), made, [keep], 0))
+        element = ast.Name(_INDEX, ast.Load())
+    inputs = (self_name, _ROWS, _TUPLE, _LEN, _WIDTH, _WRONG) if emits else (self_name, _ROWS)
     function = ast.FunctionDef(
         f"{definition.name}_inlined",  # its frame's name from Python 3.12 (PEP 709)
-        ast.arguments([], [ast.arg(n) for n in (self_name, _ROWS, _TUPLE)], None, [], [], None, []),
+        ast.arguments([], [ast.arg(n) for n in inputs], None, [], [], None, []),
         [ast.Return(ast.ListComp(element, generators))],
         [],
         None,

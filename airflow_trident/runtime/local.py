@@ -28,7 +28,7 @@ import contextlib
 import logging
 import operator
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from airflow_trident.coordination.coordinator import TransactionalCoordinator
 from airflow_trident.errors import BatchFailedError, FailedException, TridentError
@@ -59,7 +59,15 @@ from airflow_trident.runtime.window import dry_window_results, window_results
 from airflow_trident.topology import TridentTopology
 from airflow_trident.tuple import Fields, TridentCollector, TridentTuple, tuple_type
 
-__all__ = ["LocalBatchProcessor", "each_rows", "emit_partitions", "run_commit_phase"]
+__all__ = [
+    "LocalBatchProcessor",
+    "column_function_error",
+    "each_rows",
+    "emit_partitions",
+    "run_commit_phase",
+    "user_error",
+    "width_error",
+]
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +82,37 @@ def _fail(step: str, txid: int, row: Sequence[Any] | None, exc: BaseException) -
         f"the batch is not committed and will be replayed"
     )
     return BatchFailedError(msg)
+
+
+def user_error(step: str, txid: int, row: Sequence[Any] | None, exc: Exception) -> TridentError:
+    """The error this runtime fails the batch with when user code of ``step`` raised ``exc`` on
+    ``row`` (``None``: on no one record, e.g. taking the truthiness of what a filter returned):
+    a :class:`~airflow_trident.errors.TridentError` as it is (but a ``FailedException``), else a
+    :class:`~airflow_trident.errors.BatchFailedError` naming the step, the txid and the record.
+    The Spark runtime's paths word their errors with it.
+
+    >>> str(user_error("s", 3, ("a", 1), StopIteration()))
+    "step 's' failed in batch txid 3 on record ('a', 1): StopIteration: ; the batch is not committed and will be replayed"
+    """  # noqa: E501
+    if isinstance(exc, TridentError) and not isinstance(exc, FailedException):
+        return exc
+    return _fail(step, txid, row, exc)
+
+
+def width_error(
+    step: str, txid: int, row: Sequence[Any], emitted: Sequence[Any], declared: Fields
+) -> BatchFailedError:
+    """The error for a function of ``step`` that emitted ``emitted`` on ``row``, not as many
+    values as its ``declared`` fields."""
+    msg = f"emitted {len(emitted)} values {emitted!r}, declared {list(declared)}"
+    return _fail(step, txid, row, ValueError(msg))
+
+
+def _raise(error: TridentError, exc: BaseException) -> NoReturn:
+    """Raise ``error`` caused by ``exc`` (unless it is ``exc`` itself)."""
+    if error is exc:
+        raise error
+    raise error from exc
 
 
 class LocalBatchProcessor:
@@ -194,12 +233,8 @@ class LocalBatchProcessor:
             if isinstance(op, WindowNode):
                 return self._window(op, rows, fields, txid, index)
             return self._dispatch(op, rows, fields, txid)
-        except FailedException as exc:  # the user fails the batch on purpose: say where
-            raise _fail(op.id, txid, None, exc) from exc
-        except TridentError:
-            raise
         except Exception as exc:  # user code: fail only this batch, naming step and txid
-            raise _fail(op.id, txid, None, exc) from exc
+            _raise(user_error(op.id, txid, None, exc), exc)
 
     def _window(
         self, op: WindowNode, rows: list[Row], fields: Fields, txid: int, index: int
@@ -247,12 +282,8 @@ class LocalBatchProcessor:
 def _guard(step: str, txid: int, row: Row, call: Callable[..., Any], *args: Any) -> Any:
     try:
         return call(*args)
-    except FailedException as exc:
-        raise _fail(step, txid, row, exc) from exc
-    except TridentError:
-        raise
     except Exception as exc:
-        raise _fail(step, txid, row, exc) from exc
+        _raise(user_error(step, txid, row, exc), exc)
 
 
 def each_rows(op: EachNode, rows: list[Row], fields: Fields, txid: int) -> list[Row]:
@@ -270,9 +301,7 @@ def each_rows(op: EachNode, rows: list[Row], fields: Fields, txid: int) -> list[
         _guard(op.id, txid, r, op.function.execute, view([r[i] for i in index]), collector)
         for emitted in collector.rows:
             if len(emitted) != width:
-                declared = list(op.function_fields)
-                msg = f"emitted {len(emitted)} values {emitted!r}, declared {declared}"
-                raise _fail(op.id, txid, r, ValueError(msg))
+                raise width_error(op.id, txid, r, emitted, op.function_fields)
             out.append(r + emitted)
     return out
 
@@ -293,13 +322,21 @@ def _each_columns(
             msg = f"execute_columns returned {sizes} values for {declared}, {len(rows)} tuples"
             raise ValueError(msg)
     except Exception as exc:
-        if len(rows) > 1:  # the first failing record fails the batch, named
-            for r in rows:
-                each_rows(op, [r], fields, txid)
-        if isinstance(exc, TridentError) and not isinstance(exc, FailedException):
-            raise
-        raise _fail(op.id, txid, rows[0] if len(rows) == 1 else None, exc) from exc
+        _raise(column_function_error(op, rows, fields, txid, exc), exc)
     return list(map(operator.add, rows, zip(*out, strict=True)))
+
+
+def column_function_error(
+    op: EachNode, rows: list[Row], fields: Fields, txid: int, exc: Exception
+) -> TridentError:
+    """The error of a column function that raised ``exc`` (or returned columns of the wrong
+    length) on ``rows``: each record is run alone, and the first failing one fails the batch,
+    named (raised from here); when none does, the error of ``exc``, naming no record (or the
+    one record)."""
+    if len(rows) > 1:
+        for r in rows:
+            each_rows(op, [r], fields, txid)
+    return user_error(op.id, txid, rows[0] if len(rows) == 1 else None, exc)
 
 
 def _filter(op: FilterNode, rows: list[Row], fields: Fields, txid: int) -> list[Row]:

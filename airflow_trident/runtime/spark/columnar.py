@@ -15,10 +15,14 @@ through as Arrow arrays (taken by index where a step dropped or repeated records
 - A filter keeps the records whose ``is_keep`` is true (a comprehension over the columns where
   its body is assignments and one ``return``).
 
-Any failure (an exception, an output of the wrong width or length, a value its Arrow type
-refuses) makes :func:`run_columns` return ``None``: the caller then runs the batch through the
-row path, which raises the local runtime's error naming the record. The records before the
-failing one ran twice in that case; the batch fails (and is replayed) either way.
+User code runs once per record, in the order the local runtime runs it. When it raises (any
+exception, ``StopIteration`` included: no user code is called by ``map`` or a generator here)
+or emits a tuple of the wrong width, :func:`run_columns` raises the local runtime's error,
+naming the step, the txid and the record (:func:`~airflow_trident.runtime.local.user_error`),
+worked out where it failed, without calling user code again. A value its Arrow type refuses
+raises :class:`~airflow_trident.runtime.spark.columns.ColumnConversionError`, as the row
+path's conversion does. Only a batch the column path cannot take at all (a step reading a
+field the batch lacks) returns ``None`` — before any user code ran — for the row path to run.
 
 >>> import pyarrow as pa
 >>> from airflow_trident.graph import EachNode
@@ -36,15 +40,17 @@ from __future__ import annotations
 import operator
 import pickle
 from collections.abc import Iterator, Sequence
-from typing import Any, cast
+from dataclasses import dataclass
+from typing import Any, NoReturn, cast
 
 import pyarrow as pa
 
 from airflow_trident.graph import EachNode, FilterNode
 from airflow_trident.operation.base import ColumnFunction
-from airflow_trident.operation.inline import InlinedExecute, InlinedKeep
+from airflow_trident.operation.inline import InlinedExecute, InlinedKeep, UserCodeError, WrongWidth
 from airflow_trident.planner.plan import Op
-from airflow_trident.runtime.spark.columns import python_values
+from airflow_trident.runtime.local import column_function_error, user_error, width_error
+from airflow_trident.runtime.spark.columns import PRUNED, ColumnConversionError, python_values
 from airflow_trident.tuple import Fields, TridentCollector, TridentTuple, tuple_type
 
 __all__ = ["columnar_ops", "run_columns"]
@@ -96,50 +102,132 @@ class _Columns:
         self.positions = index if self.positions is None else [self.positions[i] for i in index]
         self.count = len(index)
 
+    def has(self, name: str) -> bool:
+        """``name`` was read or made (else it was pruned before the Python step)."""
+        return name in self.made or name in self.batch.schema.names
+
+    def row(self, fields: Fields, index: int) -> tuple[Any, ...]:
+        """Record ``index``'s values of ``fields``, as the row path has them (for errors)."""
+        return tuple(self.get(name)[index] if self.has(name) else PRUNED for name in fields)
+
     def output(self, target: pa.Field, pickled_out: frozenset[str]) -> pa.Array:
+        """The column of ``target``: made values converted as the row path converts them,
+        others passed through (converted too when their type or pickling changes).
+
+        Raises
+        ------
+        ColumnConversionError
+            If a value does not fit the type.
+        """
         values = self.made.get(target.name)
-        if values is not None:
-            if target.name in pickled_out:
-                values = [None if v is None else pickle.dumps(v) for v in values]
+        if values is None:
+            if target.name not in self.batch.schema.names:  # a placeholder: keeps the count
+                return pa.nulls(self.count, target.type)
+            array = self.batch.column(target.name)
+            same = (target.name in self.pickled_in) == (target.name in pickled_out)
+            if same and array.type == target.type:
+                return (
+                    array
+                    if self.positions is None
+                    else array.take(pa.array(self.positions, pa.int64()))
+                )
+            values = self.get(target.name)
+        if target.name in pickled_out:
+            values = [None if v is None else pickle.dumps(v) for v in values]
+        try:
             return pa.array(values, target.type)
-        if target.name not in self.batch.schema.names:  # a placeholder that keeps the count
-            return pa.nulls(self.count, target.type)
-        if (target.name in self.pickled_in) != (target.name in pickled_out):
-            raise TypeError(target.name)  # the row path converts it
-        array = self.batch.column(target.name)
-        if array.type != target.type:
-            raise TypeError(target.name)
-        return array if self.positions is None else array.take(pa.array(self.positions))
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError) as exc:
+            raise ColumnConversionError(target.name, target.type, exc) from exc
 
 
-def _each(op: EachNode, columns: _Columns, inlined: InlinedExecute | InlinedKeep | None) -> None:
+@dataclass(frozen=True)
+class _Step:
+    """One step on the current records: what its errors name."""
+
+    op: EachNode | FilterNode
+    txid: int
+    fields: Fields  # the step's input fields (its records' values, in errors)
+    columns: _Columns
+
+    def failed(self, index: int | None, exc: Exception) -> NoReturn:
+        """User code raised ``exc`` on record ``index`` (``None``: on no one record)."""
+        row = None if index is None else self.columns.row(self.fields, index)
+        error = user_error(self.op.id, self.txid, row, exc)
+        if error is exc:
+            raise error
+        raise error from exc
+
+    def wrong_width(self, index: int, emitted: tuple[Any, ...]) -> NoReturn:
+        op = cast(EachNode, self.op)
+        row = self.columns.row(self.fields, index)
+        raise width_error(op.id, self.txid, row, emitted, op.function_fields)
+
+
+def _each(step: _Step, op: EachNode, inlined: InlinedExecute | InlinedKeep | None) -> None:
+    columns, width = step.columns, len(op.function_fields)
     if isinstance(op.function, ColumnFunction):
-        out = op.function.execute_columns([columns.get(name) for name in op.input_fields])
-        if [len(c) for c in out] != [columns.count] * len(op.function_fields):
-            raise ValueError(op.id)
-    elif isinstance(inlined, InlinedExecute):
+        out = _column_function(step, op, op.function)
+    elif isinstance(inlined, InlinedExecute) and inlined.fits(width):
         inputs = [columns.get(name) for name in inlined.fields]
-        out = inlined(inputs, len(op.function_fields), columns.count)
+        try:
+            out = inlined(inputs, width, columns.count)
+        except WrongWidth as exc:
+            step.wrong_width(exc.index, exc.emitted)
+        except UserCodeError as exc:
+            step.failed(exc.index, exc.error)
     else:
-        out = _per_tuple(op, columns)
+        out = _per_tuple(step, op)
     for name, values in zip(op.function_fields, out, strict=True):
         columns.made[name] = values if type(values) is list else list(values)
 
 
-def _per_tuple(op: EachNode, columns: _Columns) -> list[list[Any]]:
+def _column_function(step: _Step, op: EachNode, function: ColumnFunction) -> list[Any]:
+    """The column function's output columns, its failure the local runtime's (which runs
+    each record alone to name the first failing one)."""
+    columns, width = step.columns, len(op.function_fields)
+    if not columns.count:  # the local runtime does not call it without tuples
+        return [[] for _ in range(width)]
+    try:
+        out = function.execute_columns([columns.get(name) for name in op.input_fields])
+        sizes = [len(column) for column in out]
+        if sizes != [columns.count] * width:
+            declared = list(op.function_fields)
+            msg = f"execute_columns returned {sizes} values for {declared}, {columns.count} tuples"
+            raise ValueError(msg)
+    except Exception as exc:
+        rows = [columns.row(step.fields, i) for i in range(columns.count)]
+        error = column_function_error(op, rows, step.fields, step.txid, exc)
+        if error is exc:
+            raise
+        raise error from exc
+    return list(out)
+
+
+def _per_tuple(step: _Step, op: EachNode) -> list[list[Any]]:
     """The function's output columns; takes the records each output belongs to first, when
     some record did not emit exactly one tuple."""
+    columns = step.columns
     execute = op.function.execute
     collector = TridentCollector()
     emitted = cast(list[Any], collector.rows)
     mark = emitted.append
-    for t in columns.tuples(op.input_fields):
-        execute(t, collector)
-        mark(_NEXT)
+    width = len(op.function_fields)
+    record = -1
+    tuples = columns.tuples(op.input_fields)
+    try:
+        for record, t in enumerate(tuples):  # noqa: B007
+            execute(t, collector)
+            mark(_NEXT)
+    except Exception as exc:
+        _check_widths(step, emitted, width, record)  # an earlier record failed first
+        step.failed(record, exc)
     n = columns.count
     if len(emitted) == 2 * n and emitted[1::2].count(_NEXT) == n:  # identity first: C speed
         outputs = emitted[0::2]
+        if outputs and set(map(len, outputs)) != {width}:
+            _check_widths(step, emitted, width, n)
     else:
+        _check_widths(step, emitted, width, n)
         index, outputs, record = [], [], 0
         for item in emitted:
             if item is _NEXT:
@@ -148,21 +236,79 @@ def _per_tuple(op: EachNode, columns: _Columns) -> list[list[Any]]:
                 index.append(record)
                 outputs.append(item)
         columns.take(index)
-    width = len(op.function_fields)
-    if outputs and set(map(len, outputs)) != {width}:
-        raise ValueError(op.id)
     return [list(map(operator.itemgetter(i), outputs)) for i in range(width)]
 
 
-def _filter(
-    op: FilterNode, columns: _Columns, inlined: InlinedExecute | InlinedKeep | None
-) -> None:
+def _check_widths(step: _Step, emitted: list[Any], width: int, records: int) -> None:
+    """Fail on the first of the first ``records`` records that emitted a tuple not of
+    ``width`` values."""
+    record = 0
+    for item in emitted:
+        if record >= records:
+            return
+        if item is _NEXT:
+            record += 1
+        elif len(item) != width:
+            step.wrong_width(record, item)
+
+
+def _filter(step: _Step, op: FilterNode, inlined: InlinedExecute | InlinedKeep | None) -> None:
+    columns = step.columns
     if isinstance(inlined, InlinedKeep):
-        keep = inlined([columns.get(name) for name in inlined.fields], columns.count)
+        try:
+            kept = inlined([columns.get(name) for name in inlined.fields], columns.count)
+        except UserCodeError as exc:
+            step.failed(exc.index if exc.named else None, exc.error)
     else:
-        keep = list(map(op.filter.is_keep, columns.tuples(op.input_fields)))
-    if not all(keep):
-        columns.take([i for i, k in enumerate(keep) if k])
+        kept = _keep(step, op)
+    if len(kept) != columns.count:
+        columns.take(kept)
+
+
+def _keep(step: _Step, op: FilterNode) -> list[int]:
+    """The positions of the records ``is_keep`` keeps, called record by record (its
+    truthiness taken before the next record's call, as the local runtime does)."""
+    keep = op.filter.is_keep
+    kept: list[int] = []
+    append = kept.append
+    record = -1
+    tuples = step.columns.tuples(op.input_fields)
+    try:
+        for record, t in enumerate(tuples):
+            try:
+                result = keep(t)
+            except Exception as exc:
+                raise UserCodeError(record, exc) from exc
+            if result:
+                append(record)
+    except UserCodeError as exc:
+        step.failed(exc.index, exc.error)
+    except Exception as exc:  # the truthiness of what is_keep returned: no record named
+        step.failed(None, exc)
+    return kept
+
+
+def _input_fields(batch: pa.RecordBatch, ops: Sequence[Op]) -> list[Fields]:
+    """Each op's input fields: the first one's, then the previous op's output fields."""
+    if not ops:
+        return []
+    first = ops[0]
+    if isinstance(first, EachNode):
+        fields: Fields = tuple(f for f in first.fields if f not in first.function_fields)
+    else:
+        fields = tuple(first.fields)
+    return [fields, *(tuple(op.fields) for op in ops[:-1])]
+
+
+def _readable(batch: pa.RecordBatch, ops: Sequence[Op]) -> bool:
+    """Every field each op reads is in the batch or made by an earlier op."""
+    available = set(batch.schema.names)
+    for op in ops:
+        if not set(op.input_fields) <= available:  # type: ignore[union-attr]
+            return False
+        if isinstance(op, EachNode):
+            available |= set(op.function_fields)
+    return True
 
 
 def run_columns(
@@ -172,20 +318,34 @@ def run_columns(
     pickled_in: frozenset[str] = frozenset(),
     pickled_out: frozenset[str] = frozenset(),
     inlined: Sequence[InlinedExecute | InlinedKeep | None] = (),
+    *,
+    txid: int = 0,
+    in_fields: Sequence[Fields] = (),
 ) -> pa.RecordBatch | None:
     """``batch`` through ``ops`` (``each`` and filters), column by column, as a batch of
-    ``out_schema``; ``None`` when anything fails (the row path then runs the batch).
-    ``inlined``: for each op, its ``execute`` (``is_keep``) as a comprehension, if it has
-    one."""
-    try:
-        columns = _Columns(batch, pickled_in)
-        for i, op in enumerate(ops):
-            fast = inlined[i] if i < len(inlined) else None
-            if isinstance(op, EachNode):
-                _each(op, columns, fast)
-            else:
-                _filter(cast(FilterNode, op), columns, fast)
-        arrays = [columns.output(target, pickled_out) for target in out_schema]
-        return pa.RecordBatch.from_arrays(arrays, schema=out_schema)
-    except Exception:
+    ``out_schema``; ``None`` when a step reads a field the batch lacks (nothing ran: the row
+    path then runs the batch). ``inlined``: for each op, its ``execute`` (``is_keep``) as a
+    comprehension, if it has one. ``txid`` and ``in_fields`` (each op's input fields; by
+    default the batch's, then each op's output fields) are for the errors.
+
+    Raises
+    ------
+    TridentError
+        The local runtime's error when user code raised (naming the step, the txid and the
+        record) or emitted a tuple of the wrong width.
+    ColumnConversionError
+        If a value does not fit its Arrow type.
+    """
+    if not _readable(batch, ops):
         return None
+    fields = list(in_fields) or _input_fields(batch, ops)
+    columns = _Columns(batch, pickled_in)
+    for i, op in enumerate(ops):
+        fast = inlined[i] if i < len(inlined) else None
+        if isinstance(op, EachNode):
+            _each(_Step(op, txid, fields[i], columns), op, fast)
+        else:
+            node = cast(FilterNode, op)
+            _filter(_Step(node, txid, fields[i], columns), node, fast)
+    arrays = [columns.output(target, pickled_out) for target in out_schema]
+    return pa.RecordBatch.from_arrays(arrays, schema=out_schema)

@@ -1,12 +1,14 @@
 """User Python operations on Spark: a run of fused steps as one ``mapInArrow`` function.
 
 The function runs in Spark's Python workers. A run of ``each`` and filters goes column to
-column (:mod:`~airflow_trident.runtime.spark.columnar`). Other steps (and a batch the columns
-path fails on) take the row path: each Arrow batch becomes row tuples, the steps run with the
-local runtime's own code (:class:`~airflow_trident.runtime.local.LocalBatchProcessor` on a
-one-step plan), and the rows become an Arrow batch again. ``each`` and filters take a faster
-loop there with the same semantics; when it meets a failing record, that record is re-run
-through the local runtime so the error is the local runtime's, word for word.
+column (:mod:`~airflow_trident.runtime.spark.columnar`). Other steps (and a batch the column
+path cannot take: a step reading a field the batch lacks) take the row path: each Arrow batch
+becomes row tuples, the steps run with the local runtime's own code
+(:class:`~airflow_trident.runtime.local.LocalBatchProcessor` on a one-step plan), and the rows
+become an Arrow batch again. ``each`` and filters take a faster loop there with the same
+semantics; a failing record's error is worded by the local runtime's own function
+(:func:`~airflow_trident.runtime.local.user_error`). No path runs user code that raised again:
+each record is called once per attempt.
 
 A failure crosses the Spark worker boundary inside a marker (:func:`failure_text`); the driver
 finds it in Spark's exception and raises the same error (:func:`batch_failure`).
@@ -30,7 +32,7 @@ import operator
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -49,7 +51,7 @@ from airflow_trident.operation.inline import (
 )
 from airflow_trident.planner.plan import ExecutionPlan, Op, Stage
 from airflow_trident.runtime.commit import query_state
-from airflow_trident.runtime.local import LocalBatchProcessor, each_rows
+from airflow_trident.runtime.local import LocalBatchProcessor, each_rows, user_error, width_error
 from airflow_trident.runtime.operations import prepared
 from airflow_trident.runtime.reference import cached_topology
 from airflow_trident.runtime.result import Partitions
@@ -176,12 +178,14 @@ class LocalStep:
         return self.partitions([rows])[0]
 
 
-def _unexpected(op: Op, txid: int, row: Row, exc: BaseException) -> BatchFailedError:
-    msg = (
-        f"step {op.id!r} failed in batch txid {txid} on record {repr(row)[:200]}: "
-        f"{type(exc).__name__}: {exc}; the batch is not committed and will be replayed"
-    )
-    return BatchFailedError(msg)
+def _failed(op: Op, txid: int, row: Row | None, exc: Exception) -> NoReturn:
+    """Raise the local runtime's error for user code of ``op`` that raised ``exc`` on ``row``
+    (``None``: on no one record) — worded by the local runtime's own function, without calling
+    the user's code again."""
+    error = user_error(op.id, txid, row, exc)
+    if error is exc:
+        raise error
+    raise error from exc
 
 
 def _view(index: Sequence[int]) -> Callable[[Row], tuple[Any, ...]]:
@@ -194,7 +198,7 @@ def _view(index: Sequence[int]) -> Callable[[Row], tuple[Any, ...]]:
     return lambda r: getter(r)
 
 
-def _fast_each(op: EachNode, in_fields: Fields, txid: int, local: LocalStep) -> Step:
+def _fast_each(op: EachNode, in_fields: Fields, txid: int) -> Step:
     """``each`` with one collector per partition (same rows and errors as the local loop); a
     column function runs the local runtime's own code on each batch."""
     if isinstance(op.function, ColumnFunction):
@@ -211,39 +215,41 @@ def _fast_each(op: EachNode, in_fields: Fields, txid: int, local: LocalStep) -> 
         append = out.append
         collector = TridentCollector()
         emitted = collector.rows
-        row: Row = ()
-        try:
-            for row in rows:
+        for row in rows:
+            try:
                 execute(view((row[single],) if single >= 0 else values(row)), collector)
-                if emitted:
-                    for new in emitted:
-                        if len(new) != width:
-                            raise ValueError(new)
-                        append(row + new)
-                    emitted.clear()
-        except Exception as exc:
-            local([row])  # raises the local runtime's error for this record
-            raise _unexpected(op, txid, row, exc) from exc
+            except Exception as exc:
+                _failed(op, txid, row, exc)
+            if emitted:
+                for new in emitted:
+                    if len(new) != width:
+                        raise width_error(op.id, txid, row, new, op.function_fields)
+                    append(row + new)
+                emitted.clear()
         return out
 
     return run
 
 
-def _fast_filter(op: FilterNode, in_fields: Fields, txid: int, local: LocalStep) -> Step:
+def _fast_filter(op: FilterNode, in_fields: Fields, txid: int) -> Step:
     values = _view([in_fields.index(f) for f in op.input_fields])
     view = tuple_type(op.input_fields)
     keep = op.filter.is_keep
 
     def run(rows: list[Row]) -> list[Row]:
         kept: list[Row] = []
-        row: Row = ()
         try:
             for row in rows:
-                if keep(view(values(row))):
+                try:
+                    result = keep(view(values(row)))
+                except Exception as exc:
+                    _failed(op, txid, row, exc)
+                if result:  # its truthiness failing names no record, as in the local runtime
                     kept.append(row)
+        except TridentError:
+            raise
         except Exception as exc:
-            local([row])
-            raise _unexpected(op, txid, row, exc) from exc
+            _failed(op, txid, None, exc)
         return kept
 
     return run
@@ -317,9 +323,9 @@ class PythonSegment:
                 window_partition=partition,
             )
             if isinstance(op, EachNode):
-                steps.append(_fast_each(op, fields, self.txid, local))
+                steps.append(_fast_each(op, fields, self.txid))
             elif isinstance(op, FilterNode):
-                steps.append(_fast_filter(op, fields, self.txid, local))
+                steps.append(_fast_filter(op, fields, self.txid))
             else:
                 steps.append(local)
         return steps
@@ -341,12 +347,15 @@ class PythonSegment:
             try:
                 yield rows_to_batch(chunk, self.out_fields, self.out_schema, self.pickled_out)
             except ColumnConversionError as exc:
-                msg = (
-                    f"step(s) {self.step_ids} failed in batch txid {self.txid}: {exc}; the "
-                    f"type was inferred from a sample of the batch — declare it with "
-                    f"`output_types = {{{exc.column!r}: pyarrow.<type>()}}` on the operation"
-                )
-                raise BatchFailedError(msg) from exc
+                raise self._conversion_error(exc) from exc
+
+    def _conversion_error(self, exc: ColumnConversionError) -> BatchFailedError:
+        msg = (
+            f"step(s) {self.step_ids} failed in batch txid {self.txid}: {exc}; the "
+            f"type was inferred from a sample of the batch — declare it with "
+            f"`output_types = {{{exc.column!r}: pyarrow.<type>()}}` on the operation"
+        )
+        return BatchFailedError(msg)
 
     @functools.cached_property
     def columnar(self) -> bool:
@@ -357,14 +366,18 @@ class PythonSegment:
     def _columns(
         self, batch: pa.RecordBatch, inlined: Sequence[InlinedExecute | InlinedKeep | None] = ()
     ) -> pa.RecordBatch | None:
-        """``batch`` through the steps, column by column; ``None`` when a step fails or
-        returns the wrong shape, or a column does not convert: the row path then runs the
-        batch (and raises the local runtime's error, naming the record)."""
+        """``batch`` through the steps, column by column; ``None`` when a step reads a
+        field the batch lacks (nothing ran: the row path then runs the batch). User code that
+        raises fails the batch with the local runtime's error, naming the record."""
         if self.sentinel:
             batch = batch.filter(pc.invert(batch.column(SENTINEL)))
-        return run_columns(
-            batch, self.ops, self.out_schema, self.pickled_in, self.pickled_out, inlined
-        )
+        try:
+            return run_columns(
+                batch, self.ops, self.out_schema, self.pickled_in, self.pickled_out, inlined,
+                txid=self.txid, in_fields=self.in_fields,
+            )  # fmt: skip
+        except ColumnConversionError as exc:
+            raise self._conversion_error(exc) from exc
 
     def inlined(self) -> tuple[InlinedExecute | InlinedKeep | None, ...]:
         """Each op's ``execute`` (``is_keep``) as a comprehension, where it inlines (made in
