@@ -8,6 +8,8 @@
   row path, which called every record again (a function raising once then committed on the
   first attempt, side effects doubled), and the row path re-ran the failing record through the
   local runtime to word its error.
+* The driver's type sample runs on a copy of the operations: a count kept on ``self`` from
+  ``__init__`` started on the workers at the sample's count.
 """
 
 from __future__ import annotations
@@ -331,3 +333,39 @@ def test_a_filter_after_a_window_raising_once_fails_the_attempt_on_spark(
     remote = steps_for(windowed_once(remote_name, str(tmp_path / "s")), pg_url, tmp_path / "b")
     # When Spark runs the same batches; Then the first attempt of the same txid fails
     assert failed_attempts(remote, lambda s, txid: process_on_spark(s, spark, txid, 0.0)) == [2]
+
+
+# --- the driver's type sample ---------------------------------------------------------------
+
+
+class Counted(Function):
+    """Emits how many calls this instance has had (a count kept on ``self``)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def execute(self, tuple_: TridentTuple, collector: TridentCollector) -> None:
+        self.calls += 1
+        collector.emit((self.calls,))
+
+
+def test_the_drivers_sample_leaves_the_shipped_operations_as_they_were(spark: Any) -> None:
+    # Given a function counting its calls on self, and one record, or one partition of 6
+
+    def counts(rows: int, runtime: str) -> list[int]:
+        t, s = stream()
+        s.each(["score"], Counted(), ["n"], name="counted").project(["score", "n"])
+        sources = {"plays": {"p0": [("u", i, "t") for i in range(rows)]}}
+        if runtime == "local":
+            local = LocalBatchProcessor(t).process(1, sources)
+            return sorted(r[-1] for part in local.outputs["stage_1"] for r in part)
+        # (the driver samples every record first)
+        remote = SparkBatchProcessor(t).process(spark, 1, sources)
+        return sorted(r[-1] for r in remote.output_rows(remote.stages[-1]))
+
+    # When Spark runs the batch; Then the workers' counts start where the in-process ones do
+    assert counts(1, "spark") == counts(1, "local") == [1]
+    six = counts(6, "spark")
+    assert counts(6, "local") == [1, 2, 3, 4, 5, 6]
+    assert (six[0], len(six)) == (1, 6), six  # Spark may cut the partition in two tasks
+    assert all(six.count(n) <= six.count(n - 1) for n in six if n > 1), six

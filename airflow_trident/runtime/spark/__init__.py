@@ -32,7 +32,9 @@ optional attribute::
 
 (for aggregators, keyed by their output field). A value that does not fit the type fails the
 batch with a ``BatchFailedError`` naming the step and suggesting ``output_types``. The sample
-runs user code on the driver too: its side effects (``peek``) happen there as well.
+runs user code on the driver, on a copy of the operations (a pickle round trip, as Spark ships
+them): what it does to them (a count kept on ``self``) never reaches the workers; its effects
+outside them (``peek``, a file written) happen on the driver as well.
 
 Workers need the user's modules (and this package) importable, as any PySpark UDF; in-memory
 states are per process, so ``state_query`` in a worker should read a SQL state.

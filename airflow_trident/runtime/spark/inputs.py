@@ -28,7 +28,12 @@ from airflow_trident.runtime.spark.columns import array_of
 from airflow_trident.runtime.spark.driver_read import READ_HERE_BYTES, reads_here, table_here
 from airflow_trident.runtime.spark.frames import Frame, PendingAgg, Sample
 from airflow_trident.runtime.spark.native import native_partitions, native_types
-from airflow_trident.runtime.spark.python_ops import LocalStep, PartitionerSegment, PythonSegment
+from airflow_trident.runtime.spark.python_ops import (
+    LocalStep,
+    PartitionerSegment,
+    PythonSegment,
+    driver_copy,
+)
 from airflow_trident.spout.ranges import PartitionRows
 from airflow_trident.tuple import Fields
 
@@ -176,7 +181,9 @@ def moved(
     a hint; Spark chooses when exact partitions are not needed)."""
     n = hint or 1
     keys = [up.fields.index(f) for f in how.key_fields]
-    sample = Sample(lambda: repartition(up.sample.rows, how.method, keys, n, how.partitioner))
+    sample = Sample(
+        lambda: repartition(up.sample.rows, how.method, keys, n, driver_copy(how.partitioner))
+    )
     exact = exact or sentinel or how.method not in ("partition_by", "shuffle")
     df = up.df
     if how.method == "partition_by" and not exact:

@@ -43,6 +43,7 @@ from airflow_trident.runtime.spark.python_ops import (
     PythonSegment,
     StateResolver,
     batch_failure,
+    driver_copy,
 )
 from airflow_trident.runtime.spark.result import SparkProcessResult, SparkStagedState
 from airflow_trident.spout.ranges import emitted_counts
@@ -377,7 +378,7 @@ class _Run:
         in_columns = [f for f in fields[0] if f in live.before[i] and f in frame.columns]
         df = C.select(frame.df, [*in_columns, *([SENTINEL] if frame.sentinel else [])])
         sample = frame.sample.rows
-        for op, in_fields in zip(ops, fields, strict=True):
+        for op, in_fields in zip(driver_copy(tuple(ops)), fields, strict=True):  # not shipped
             sample = LocalStep(op, in_fields, self.txid, self.states).partitions(sample)
         out_fields = ops[-1].fields
         columns = tuple(f for f in out_fields if f in after)

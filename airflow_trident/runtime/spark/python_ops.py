@@ -14,7 +14,8 @@ A failure crosses the Spark worker boundary inside a marker (:func:`failure_text
 finds it in Spark's exception and raises the same error (:func:`batch_failure`).
 
 Each task prepares the steps' operations once, before its first Arrow batch, and cleans them up
-after its last (also when it fails); the driver-side sample brackets each sample partition.
+after its last (also when it fails); the driver-side sample brackets each sample partition, and
+runs on copies of the operations (:func:`driver_copy`): the workers get them as they were.
 
 >>> text = failure_text(BatchFailedError("step 'x' failed in batch txid 3"))
 >>> err = batch_failure(RuntimeError(f"Traceback...\\n{text}\\n at org.apache..."), 3)
@@ -25,18 +26,20 @@ after its last (also when it fails); the driver-side sample brackets each sample
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import functools
 import gc
 import operator
+import pickle
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark import TaskContext
+from pyspark import TaskContext, cloudpickle
 
 from airflow_trident import errors
 from airflow_trident.errors import BatchFailedError, FailedException, TridentError, decode_error
@@ -71,11 +74,13 @@ __all__ = [
     "PythonSegment",
     "StateResolver",
     "batch_failure",
+    "driver_copy",
     "failure_text",
 ]
 
 Row = tuple[Any, ...]
 Step = Callable[[list[Row]], list[Row]]
+_T = TypeVar("_T")
 
 SENTINEL = "__trident_sentinel__"
 _SOURCE = "__trident_in__"
@@ -101,6 +106,27 @@ def batch_failure(exc: BaseException, txid: int) -> TridentError:
         f"committed and will be replayed"
     )
     return BatchFailedError(msg)
+
+
+def driver_copy(value: _T) -> _T:
+    """A copy of ``value`` (operations) for the driver's type sample to run: what the workers
+    get, a pickle round trip as Spark ships it, so that what the sample does to the operations
+    (a count kept on ``self``) never reaches the workers. A deep copy when it does not pickle;
+    ``value`` itself when it does not copy either (then Spark cannot ship it anyway).
+
+    >>> ops = [{"calls": 0}]
+    >>> copied = driver_copy(ops)
+    >>> copied[0]["calls"] += 6
+    >>> ops, copied
+    ([{'calls': 0}], [{'calls': 6}])
+    """
+    try:
+        return pickle.loads(cloudpickle.dumps(value))  # type: ignore[no-any-return,no-untyped-call]
+    except Exception:
+        try:
+            return copy.deepcopy(value)
+        except Exception:
+            return value
 
 
 class _WorkerFailure(Exception):
