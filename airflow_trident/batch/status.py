@@ -59,7 +59,7 @@ from airflow_trident.coordination.store import CoordinatorStore
 from airflow_trident.graph import spout_shape
 from airflow_trident.names import decode_segment
 from airflow_trident.runtime.staging import MANIFEST, StagingArea
-from airflow_trident.spout.lag import lag_after, reports_lag
+from airflow_trident.spout.lag import lag_or_reason, reports_lag
 from airflow_trident.topology import TridentTopology
 
 __all__ = [
@@ -338,10 +338,10 @@ class StatusCollector:
                 newest = {"0": (txid, self.store.get_meta(name, txid))} if txid else {"0": None}
             for partition, entry in sorted(newest.items()):
                 as_of, meta = entry if entry is not None else (None, None)
-                lag = lag_after(spout, partition, meta)
+                lag, reason = lag_or_reason(spout, partition, meta)
                 found.append(PartitionLag(
                     name, partition, as_of, None if lag is None else lag.count,
-                    "tuples" if lag is None else lag.unit, None if lag is None else lag.detail,
+                    "tuples" if lag is None else lag.unit, reason if lag is None else lag.detail,
                 ))  # fmt: skip
         return tuple(found)
 

@@ -109,12 +109,13 @@ class PartitionLag:
     unit: str = "tuples"
     """What ``pending`` counts: tuples, or (a file log) files."""
     detail: str | None = None
-    """More of the backlog (a file log: its bytes)."""
+    """More of the backlog (a file log: its bytes); with no ``pending``, why the spout could
+    not tell (its error), if it failed to."""
 
     def text(self) -> str:
-        """``490``, ``3 files (12,345 bytes)`` or ``unknown``."""
+        """``490``, ``3 files (12,345 bytes)``, ``unknown`` or ``unknown (why)``."""
         if self.pending is None:
-            return "unknown"
+            return "unknown" + (f" ({self.detail})" if self.detail else "")
         shown = str(self.pending) if self.unit == "tuples" else f"{self.pending} {self.unit}"
         return shown + (f" ({self.detail})" if self.detail else "")
 

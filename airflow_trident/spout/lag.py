@@ -35,6 +35,7 @@ __all__ = [
     "ReportsLag",
     "ReportsPending",
     "lag_after",
+    "lag_or_reason",
     "pending_after",
     "reports_lag",
 ]
@@ -94,10 +95,35 @@ def reports_lag(spout: Any) -> bool:
 def lag_after(spout: Any, partition: str, partition_meta: Any) -> Lag | None:
     """``spout.lag(...)`` if it has it, else :func:`pending_after` as a count of tuples;
     ``None`` when the spout cannot tell (or fails to: a status report must not fail)."""
+    return lag_or_reason(spout, partition, partition_meta)[0]
+
+
+def lag_or_reason(spout: Any, partition: str, partition_meta: Any) -> tuple[Lag | None, str | None]:
+    """:func:`lag_after`, and when the spout failed to tell, why (its error, one line): the
+    lag is asked of the spout in the process that reads the status, so a source this process
+    cannot reach (a file log root another environment names) says so instead of a bare
+    "unknown".
+
+    >>> class Unreachable:
+    ...     def lag(self, partition, partition_meta):
+    ...         raise FileNotFoundError("/data/landing/p0")
+    >>> lag_or_reason(Unreachable(), "p0", {})
+    (None, 'FileNotFoundError: /data/landing/p0')
+    """
     if isinstance(spout, ReportsLag):
         try:
-            return spout.lag(partition, partition_meta)
-        except Exception:  # a user's spout: any failure means "cannot tell"
-            return None
-    found = pending_after(spout, partition, partition_meta)
-    return None if found is None else Lag(found)
+            return spout.lag(partition, partition_meta), None
+        except Exception as exc:  # a user's spout: any failure means "cannot tell"
+            return None, _reason(exc)
+    if not isinstance(spout, ReportsPending):
+        return None, None
+    try:
+        found = spout.pending(partition, partition_meta)
+    except Exception as exc:  # a user's spout: any failure means "cannot tell"
+        return None, _reason(exc)
+    return (None if found is None else Lag(max(0, int(found)))), None
+
+
+def _reason(exc: Exception) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text[:300]}" if text else type(exc).__name__
