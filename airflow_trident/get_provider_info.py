@@ -11,8 +11,8 @@ manager calls this function while Airflow itself is starting.
 >>> sorted(c["connection-type"] for c in info["connection-types"])
 ['trident_state', 'trident_zookeeper']
 >>> sorted(info["config"]["trident"]["options"])
-['connect_session_reuse', 'embedded', 'home', 'spark_read_here_bytes', 'staging_root',
- 'state_conn_id']
+['connect_session_reuse', 'embedded', 'home', 'inline', 'spark_read_here_bytes',
+ 'staging_root', 'state_conn_id']
 >>> info["cli"], [p["name"] for p in info["plugins"]]
 (['airflow_trident.cli.get_cli_commands'], ['trident_notes', 'trident_drpc', 'trident_status'])
 """
@@ -249,6 +249,20 @@ CONFIG: dict[str, Any] = {
                 "type": "integer",
                 "example": "0",
                 "default": "1048576",
+            },
+            "inline": {
+                "description": (
+                    "Whether the Spark runtime may run a per-tuple Function's execute or a "
+                    "Filter's is_keep of the simple form (assignments, then one emit or "
+                    "return) as one comprehension over a batch's columns (true), or calls each "
+                    "once per tuple (false). A topology turns it off for itself with "
+                    "TridentTopology(..., inline=False). Values, their order and errors are the "
+                    "same either way; only the frames user code sees differ."
+                ),
+                "version_added": _ADDED,
+                "type": "boolean",
+                "example": "false",
+                "default": "true",
             },
         },
     }

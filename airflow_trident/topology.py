@@ -82,10 +82,17 @@ def step_label(node: Node, kind: str) -> str:
 
 
 class TridentTopology:
-    """A named graph of streams, states and spouts (Trident's ``TridentTopology``)."""
+    """A named graph of streams, states and spouts (Trident's ``TridentTopology``).
 
-    def __init__(self, name: str) -> None:
+    ``inline=False``: the Spark runtime calls every per-tuple ``execute`` and ``is_keep`` once
+    per tuple, never as one comprehension over the columns (``operation/inline.py``; also
+    ``[trident] inline`` for every topology). The values, their order and the errors are the
+    same either way (docs/api.md); only the frames user code sees differ.
+    """
+
+    def __init__(self, name: str, *, inline: bool = True) -> None:
         self.name = validate_name(name, kind="topology")
+        self.inline = inline
         self.nodes: dict[str, Node] = {}
         self.children: dict[str, list[str]] = {}
         self.states: dict[str, str] = {}  # state name -> node id of its persist step

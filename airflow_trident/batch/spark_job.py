@@ -59,6 +59,9 @@ def _args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--read-here-bytes", type=int, default=None, help="[trident] spark_read_here_bytes"
     )
     parser.add_argument(
+        "--no-inline", action="store_true", help="[trident] inline = false: nothing is inlined"
+    )
+    parser.add_argument(
         "--commit", action="store_true", help="commit the staged batch (commit_mode='spark')"
     )
     return parser.parse_args(argv)
@@ -126,9 +129,10 @@ def process_on_spark(
     emit_wait: float,
     *,
     read_here_bytes: int | None = None,
+    inline: bool | None = None,
 ) -> dict[str, Any]:
     """Emit batch ``txid`` (a new attempt), run its plan on ``spark`` and stage it; return the
-    manifest. ``read_here_bytes``: see
+    manifest. ``read_here_bytes``, ``inline``: see
     :class:`~airflow_trident.runtime.spark.SparkBatchProcessor` (``None``: its default)."""
     from airflow_trident.runtime.spark import SparkBatchProcessor
 
@@ -136,7 +140,7 @@ def process_on_spark(
     log.info("txid %d attempt %d: emitting", plan.txid, plan.attempt.attempt_id)
     sources = steps.emit(plan, wait_s=emit_wait)
     processor = SparkBatchProcessor(
-        steps.topology, states=steps.states, read_here_bytes=read_here_bytes
+        steps.topology, states=steps.states, read_here_bytes=read_here_bytes, inline=inline
     )
     with processor.process(spark, plan.txid, sources) as result:
         manifest = stage_frames(steps.staging, plan, result)
@@ -157,6 +161,7 @@ def commit_on_spark(
     emit_wait: float,
     *,
     read_here_bytes: int | None = None,
+    inline: bool | None = None,
 ) -> dict[str, Any]:
     """Commit staged batch ``txid`` with its partitions applied by Spark tasks; write and
     return the commit summary (a stale staged batch is processed again, as
@@ -164,7 +169,9 @@ def commit_on_spark(
     from airflow_trident.runtime.spark.commit import SparkBatchApplier
 
     def reprocess(stale: int) -> dict[str, Any]:
-        return process_on_spark(steps, spark, stale, emit_wait, read_here_bytes=read_here_bytes)
+        return process_on_spark(
+            steps, spark, stale, emit_wait, read_here_bytes=read_here_bytes, inline=inline
+        )
 
     applier = SparkBatchApplier(spark, reference, steps.staging, reprocess, steps.states)
     summary = steps.commit(txid, applier=applier)
@@ -203,7 +210,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.commit:
             summary = commit_on_spark(
                 steps, spark, args.topology, args.txid, args.emit_wait,
-                read_here_bytes=args.read_here_bytes,
+                read_here_bytes=args.read_here_bytes, inline=False if args.no_inline else None,
             )  # fmt: skip
             shown = {k: summary.get(k) for k in ("applied", "records_in", "keys_written")}
             log.info(
@@ -211,8 +218,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         else:
             process_on_spark(
-                steps, spark, args.txid, args.emit_wait, read_here_bytes=args.read_here_bytes
-            )
+                steps, spark, args.txid, args.emit_wait, read_here_bytes=args.read_here_bytes,
+                inline=False if args.no_inline else None,
+            )  # fmt: skip
             log.info("txid %d processed in %.1fs", args.txid, time.monotonic() - started)
         return 0
     finally:

@@ -31,6 +31,12 @@ Options (declared with types and defaults in ``get_provider_info()["config"]``, 
     reader and handed to Spark as one table; larger batches are read by Spark's tasks in
     parallel. ``0``: always by Spark's tasks. See
     :mod:`~airflow_trident.runtime.spark.driver_read`.
+``inline``
+    Whether the Spark runtime may run a per-tuple ``Function``'s ``execute`` or a ``Filter``'s
+    ``is_keep`` of the simple form as one comprehension over a batch's columns (``true``,
+    default) or calls each once per tuple (``false``); a topology turns it off for itself with
+    ``TridentTopology(..., inline=False)``. Values, order and errors are the same either way
+    (docs/api.md).
 
 Examples
 --------
@@ -55,6 +61,7 @@ __all__ = [
     "connect_session_reuse",
     "embedded_allowed",
     "embedded_state_url",
+    "inline_user_code",
     "setting",
     "spark_read_here_bytes",
     "staging_root",
@@ -129,6 +136,29 @@ def connect_session_reuse() -> bool:
     if value in ("false", "0", "no"):
         return False
     msg = f"[{SECTION}] connect_session_reuse is {value!r}; hint: use true or false"
+    raise ConfigurationError(msg)
+
+
+def inline_user_code() -> bool:
+    """``[trident] inline`` (default ``true``).
+
+    >>> import os
+    >>> os.environ["AIRFLOW__TRIDENT__INLINE"] = "false"
+    >>> inline_user_code()
+    False
+    >>> del os.environ["AIRFLOW__TRIDENT__INLINE"]
+
+    Raises
+    ------
+    ConfigurationError
+        If it is not ``true`` or ``false``.
+    """
+    value = (setting("inline") or "true").strip().lower()
+    if value in ("true", "1", "yes"):
+        return True
+    if value in ("false", "0", "no"):
+        return False
+    msg = f"[{SECTION}] inline is {value!r}; hint: use true or false"
     raise ConfigurationError(msg)
 
 

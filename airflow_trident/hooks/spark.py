@@ -103,6 +103,10 @@ def job_arguments(
         args.append("--commit")
     if read_here_bytes is not None:
         args += ["--read-here-bytes", str(read_here_bytes)]
+    from airflow_trident.hooks.config import inline_user_code
+
+    if not inline_user_code():  # [trident] inline
+        args.append("--no-inline")
     return args
 
 
@@ -276,11 +280,13 @@ def process_on_connect(
     """Process batch ``txid`` (a new attempt) through the Spark Connect server of
     ``spark_connect_conn_id``: emit, run the plan, stage; return the manifest."""
     from airflow_trident.batch.spark_job import process_on_spark
-    from airflow_trident.hooks.config import spark_read_here_bytes
+    from airflow_trident.hooks.config import inline_user_code, spark_read_here_bytes
 
-    here = spark_read_here_bytes()
+    here, inline = spark_read_here_bytes(), inline_user_code()
     with connect_session(spark_connect_conn_id, share=connect_share_key(steps)) as spark:
-        return process_on_spark(steps, spark, txid, emit_wait_s, read_here_bytes=here)
+        return process_on_spark(
+            steps, spark, txid, emit_wait_s, read_here_bytes=here, inline=inline or None
+        )
 
 
 def commit_on_connect(
@@ -304,11 +310,12 @@ def commit_on_connect(
         commit skips them.
     """
     from airflow_trident.batch.spark_job import commit_on_spark
-    from airflow_trident.hooks.config import spark_read_here_bytes
+    from airflow_trident.hooks.config import inline_user_code, spark_read_here_bytes
 
     here = spark_read_here_bytes()  # a stale staged batch is processed again
+    inline = inline_user_code() or None
     with connect_session(spark_connect_conn_id, share=connect_share_key(steps)) as spark:
         summary: dict[str, Any] = commit_on_spark(
-            steps, spark, reference, txid, 0.0, read_here_bytes=here
+            steps, spark, reference, txid, 0.0, read_here_bytes=here, inline=inline
         )
     return summary

@@ -123,3 +123,30 @@ def test_the_driver_read_limit_follows_the_trident_section_to_the_spark_job(
     monkeypatch.setenv("AIRFLOW__TRIDENT__SPARK_READ_HERE_BYTES", "1MB")
     with pytest.raises(ConfigurationError, match=r"\[trident\] spark_read_here_bytes is '1MB'"):
         config.spark_read_here_bytes()
+
+
+def test_inlining_follows_the_trident_section_to_the_spark_job(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from airflow_trident.batch.spark_job import _args
+    from airflow_trident.coordination.client import ZkConfig
+    from airflow_trident.hooks.spark import job_arguments
+
+    # Given nothing configured: inlined where it inlines (the topology may still say no)
+    monkeypatch.delenv("AIRFLOW__TRIDENT__INLINE", raising=False)
+    assert config.inline_user_code() is True
+    argv = job_arguments("m:t", 3, "/s", ZkConfig(hosts="zk:2181"), emit_wait_s=1.0)
+    assert "--no-inline" not in argv
+    assert _args(argv).no_inline is False
+    # When [trident] inline is false
+    monkeypatch.setenv("AIRFLOW__TRIDENT__INLINE", "false")
+    # Then the spark-submit job is told so (the commit's job too: it may process again)
+    assert config.inline_user_code() is False
+    for commit in (False, True):
+        argv = job_arguments("m:t", 3, "/s", ZkConfig(hosts="zk:2181"), emit_wait_s=0.0,
+                             commit=commit)  # fmt: skip
+        assert _args(argv).no_inline is True
+    # And a value that is not a boolean is refused, naming the option
+    monkeypatch.setenv("AIRFLOW__TRIDENT__INLINE", "sometimes")
+    with pytest.raises(ConfigurationError, match=r"\[trident\] inline is 'sometimes'"):
+        config.inline_user_code()

@@ -35,6 +35,8 @@ from airflow_trident.operation.inline import (
 from airflow_trident.runtime.local import LocalBatchProcessor
 from airflow_trident.runtime.spark import SparkBatchProcessor
 from airflow_trident.runtime.spark.python_ops import PythonSegment
+from airflow_trident.spout.memory import MemoryTransactionalSpout
+from airflow_trident.topology import TridentTopology
 from airflow_trident.tuple import TridentCollector, TridentTuple
 from tests.harness import with_project_path
 from tests.harness.connect import running_connect_server
@@ -451,10 +453,43 @@ def test_spark_workers_run_the_inlined_execute(
         {key.replace("'execute'", "'inlined'"): n for key, n in expected.items()}
     )
     assert "'execute'" in next(iter(expected))
-    # And the process step's log names the steps that were inlined, and only those
-    inlined = [r.getMessage() for r in caplog.records if "inlined" in r.getMessage()]
-    assert any("'Lower', 'ByName', 'Dynamic', 'Worded', 'Caller' run on" in m for m in inlined)
-    assert not any("Twice" in m for m in inlined)
+    # And the process step's log names the path each step runs on
+    paths = [r.getMessage() for r in caplog.records if "Python step(s)" in r.getMessage()]
+    assert paths == [
+        "txid 1: Python step(s) on Spark's workers, column to column: 'Lower' inlined, "
+        "'ByName' inlined, 'Dynamic' inlined, 'Twice' per tuple, 'Worded' inlined, 'Caller' "
+        "inlined (docs/api.md)"
+    ]
+
+
+@pytest.mark.parametrize("switch", ["topology", "processor"])
+def test_inlining_turned_off_calls_each_tuple_with_the_same_values(
+    spark: Any, switch: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Given inlinable functions, and inlining turned off for the topology, or by the
+    # processor (what [trident] inline = false tells the Spark job)
+    caplog.set_level(logging.INFO, logger="airflow_trident.runtime.spark.processor")
+    t, s = stream()
+    if switch == "topology":
+        t = TridentTopology("t", inline=False)
+        s = t.new_stream("plays", MemoryTransactionalSpout({"p0": []}, FIELDS, 3))
+    s.each(FIELDS, Lower(), ["lower"]).filter(FIELDS, Worded()).each(
+        ["user"], Caller(), ["caller"]
+    ).project(["user", "lower", "caller"])
+    # When the batch runs locally and on Spark
+    local = LocalBatchProcessor(t).process(1, SOURCES)
+    kwargs = {"inline": False} if switch == "processor" else {}
+    remote = SparkBatchProcessor(t, **kwargs).process(spark, 1, SOURCES)
+    expected, got = last_rows(local, remote)
+    # Then every tuple is the local one, even who called: execute, per tuple
+    assert got == expected
+    assert "'execute'" in next(iter(got))
+    # And the process step's log says so
+    paths = [r.getMessage() for r in caplog.records if "Python step(s)" in r.getMessage()]
+    assert paths == [
+        "txid 1: Python step(s) on Spark's workers, column to column: 'Lower' per tuple, "
+        "'Worded' per tuple, 'Caller' per tuple (inlining off) (docs/api.md)"
+    ]
 
 
 def test_the_driver_ships_the_source_and_a_failing_record_is_named(spark: Any) -> None:

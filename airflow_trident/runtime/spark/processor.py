@@ -83,6 +83,10 @@ class SparkBatchProcessor:
         one Arrow table; larger batches are read by Spark's tasks in parallel. ``0``: always
         by Spark. Default: :data:`~airflow_trident.runtime.spark.driver_read.READ_HERE_BYTES`
         (1 MiB).
+    inline:
+        ``False``: no per-tuple function or filter runs as one comprehension over the columns
+        (``[trident] inline``); ``None`` (default) or ``True``: as the topology says
+        (``TridentTopology(inline=...)``, default ``True``).
     """
 
     def __init__(
@@ -94,8 +98,10 @@ class SparkBatchProcessor:
         reference: str | None = None,
         states: StateBinding | None = None,
         read_here_bytes: int | None = None,
+        inline: bool | None = None,
     ) -> None:
         self.topology = topology
+        self.inline = inline is not False and getattr(topology, "inline", True)
         self.plan = plan or build_plan(topology)
         self.sample_rows = sample_rows
         here = driver_read.READ_HERE_BYTES if read_here_bytes is None else read_here_bytes
@@ -397,13 +403,12 @@ class _Run:
             ),
             sentinel=frame.sentinel,
             states=self._worker_states(ops),
+            inline=self.p.inline,
         )
-        inlined = [op.id for op, made in zip(ops, fn.inlined(), strict=False) if made is not None]
-        if inlined:
-            log.info(
-                "txid %d: step(s) %s run on Spark's workers as one comprehension per Arrow batch "
-                "(inlined: docs/api.md)", self.txid, ", ".join(map(repr, inlined)),
-            )  # fmt: skip
+        log.info(
+            "txid %d: Python step(s) on Spark's workers, %s (docs/api.md)",
+            self.txid, fn.paths(fn.inlined() if fn.columnar else ()),
+        )  # fmt: skip
         return frame.but(
             df=df.mapInArrow(fn, schema.spark),
             fields=out_fields,

@@ -293,6 +293,7 @@ class PythonSegment:
     ``inline_sources``: the source of each per-tuple function's ``execute`` (a filter's
     ``is_keep``) on the column path, read where the segment is made (the driver, which has the
     DAG file), for the workers to inline it (:mod:`~airflow_trident.operation.inline`).
+    ``inline=False``: nothing is inlined (each is called per tuple).
     """
 
     txid: int
@@ -307,9 +308,10 @@ class PythonSegment:
     sentinel: bool = False
     states: StateResolver = field(default_factory=lambda: StateResolver("spark_segment"))
     inline_sources: tuple[str | None, ...] = ()
+    inline: bool = True
 
     def __post_init__(self) -> None:
-        if not self.inline_sources and self.columnar:
+        if not self.inline_sources and self.columnar and self.inline:
             sources = tuple(_inline_source(op) for op in self.ops)
             object.__setattr__(self, "inline_sources", sources)
 
@@ -408,9 +410,33 @@ class PythonSegment:
     def inlined(self) -> tuple[InlinedExecute | InlinedKeep | None, ...]:
         """Each op's ``execute`` (``is_keep``) as a comprehension, where it inlines (made in
         each task, for the task's own instances of the operations; ~0.4 ms each)."""
+        if not self.inline:
+            return ()
         return tuple(
             _inlined(op, source) for op, source in zip(self.ops, self.inline_sources, strict=False)
         )
+
+    def paths(self, inlined: Sequence[object] = ()) -> str:
+        """Which path each step runs on, for the process log: column to column (``inlined``,
+        ``per tuple`` or ``column function``, given what :meth:`inlined` made), or row by row
+        (the local runtime's code on row tuples).
+
+        >>> from airflow_trident.operation.builtin import Split
+        >>> split = EachNode("split", (), ("s", "w"), None, Split(), ("s",), ("w",))
+        >>> PythonSegment(1, (split,), (("s",),), ("s",), ("s", "w"), pa.schema([])).paths()
+        "column to column: 'split' per tuple"
+        """
+        if not self.columnar:
+            return "row by row: " + ", ".join(repr(op.id) for op in self.ops)
+        described = []
+        for i, op in enumerate(self.ops):
+            if isinstance(op, EachNode) and isinstance(op.function, ColumnFunction):
+                how = "column function"
+            else:
+                how = "inlined" if i < len(inlined) and inlined[i] is not None else "per tuple"
+            described.append(f"{op.id!r} {how}")
+        off = "" if self.inline else " (inlining off)"
+        return "column to column: " + ", ".join(described) + off
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         try:
