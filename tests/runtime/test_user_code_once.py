@@ -369,3 +369,32 @@ def test_the_drivers_sample_leaves_the_shipped_operations_as_they_were(spark: An
     assert counts(6, "local") == [1, 2, 3, 4, 5, 6]
     assert (six[0], len(six)) == (1, 6), six  # Spark may cut the partition in two tasks
     assert all(six.count(n) <= six.count(n - 1) for n in six if n > 1), six
+
+
+class WideFirst(Function):
+    """Emits two values for one declared field on its first record (per tuple: an ``if``)."""
+
+    def __init__(self) -> None:
+        self.calls: list[int] = []
+
+    def execute(self, tuple_: TridentTuple, collector: TridentCollector) -> None:
+        self.calls.append(tuple_[0])
+        if tuple_[0] == 0:
+            collector.emit((1, 2))
+        else:
+            collector.emit((1,))
+
+
+def test_an_emit_of_the_wrong_width_stops_the_column_path_at_its_record() -> None:
+    # Given a function emitting two values for one field on record 0 (found by the fuzzer)
+    expected = local_error(WideFirst(), ROWS)
+    function = WideFirst()
+    node = EachNode("stops", (), (*FIELDS, "ok"), None, function, ("score",), ("ok",))
+    schema = pa.schema([*schema_of(StopsPerTuple()), ("ok", pa.int64())])
+    # When the column path runs the batch
+    with pytest.raises(BatchFailedError) as error:
+        run_columns(batch_of(ROWS), (node,), schema, txid=1, in_fields=(FIELDS,))
+    # Then it fails as in process, after that record's call only
+    assert str(error.value) == expected
+    assert "emitted 2 values (1, 2), declared ['ok']" in expected
+    assert function.calls == [0]

@@ -205,7 +205,9 @@ def _column_function(step: _Step, op: EachNode, function: ColumnFunction) -> lis
 
 def _per_tuple(step: _Step, op: EachNode) -> list[list[Any]]:
     """The function's output columns; takes the records each output belongs to first, when
-    some record did not emit exactly one tuple."""
+    some record did not emit exactly one tuple. Each record's emits are checked as soon as
+    its ``execute`` returns, as the local runtime does (no later record runs after a wrong
+    width)."""
     columns = step.columns
     execute = op.function.execute
     collector = TridentCollector()
@@ -214,21 +216,23 @@ def _per_tuple(step: _Step, op: EachNode) -> list[list[Any]]:
     width = len(op.function_fields)
     record = -1
     tuples = columns.tuples(op.input_fields)
+    mark(_NEXT)  # each record's emits follow a marker
     try:
         for record, t in enumerate(tuples):  # noqa: B007
             execute(t, collector)
+            last = emitted[-1]
+            if last is _NEXT or len(last) != width or emitted[-2] is not _NEXT:
+                _check_record(emitted, width)  # none, several, or a wrong width
             mark(_NEXT)
+    except _WrongEmit as exc:
+        step.wrong_width(record, exc.emitted)
     except Exception as exc:
-        _check_widths(step, emitted, width, record)  # an earlier record failed first
         step.failed(record, exc)
     n = columns.count
-    if len(emitted) == 2 * n and emitted[1::2].count(_NEXT) == n:  # identity first: C speed
-        outputs = emitted[0::2]
-        if outputs and set(map(len, outputs)) != {width}:
-            _check_widths(step, emitted, width, n)
+    if len(emitted) == 2 * n + 1 and emitted[2::2].count(_NEXT) == n:  # identity: C speed
+        outputs = emitted[1::2]
     else:
-        _check_widths(step, emitted, width, n)
-        index, outputs, record = [], [], 0
+        index, outputs, record = [], [], -1
         for item in emitted:
             if item is _NEXT:
                 record += 1
@@ -239,17 +243,23 @@ def _per_tuple(step: _Step, op: EachNode) -> list[list[Any]]:
     return [list(map(operator.itemgetter(i), outputs)) for i in range(width)]
 
 
-def _check_widths(step: _Step, emitted: list[Any], width: int, records: int) -> None:
-    """Fail on the first of the first ``records`` records that emitted a tuple not of
-    ``width`` values."""
-    record = 0
-    for item in emitted:
-        if record >= records:
-            return
-        if item is _NEXT:
-            record += 1
-        elif len(item) != width:
-            step.wrong_width(record, item)
+class _WrongEmit(Exception):
+    """A record emitted a tuple of the wrong width (raised by :func:`_check_record`)."""
+
+    def __init__(self, emitted: tuple[Any, ...]) -> None:
+        super().__init__(emitted)
+        self.emitted = emitted
+
+
+def _check_record(emitted: list[Any], width: int) -> None:
+    """Fail on the first of the last record's emits (those after the last marker) that has
+    not ``width`` values."""
+    start = len(emitted)
+    while emitted[start - 1] is not _NEXT:
+        start -= 1
+    for item in emitted[start:]:
+        if len(item) != width:
+            raise _WrongEmit(item)
 
 
 def _filter(step: _Step, op: FilterNode, inlined: InlinedExecute | InlinedKeep | None) -> None:
