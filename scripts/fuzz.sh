@@ -11,4 +11,4 @@ source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 export TRIDENT_FUZZ_EXAMPLES="${TRIDENT_FUZZ_EXAMPLES:-10000}"
 export TRIDENT_FUZZ_SPARK_EXAMPLES="${TRIDENT_FUZZ_SPARK_EXAMPLES:-40}"
 timed_pytest fuzz -q -W ignore::SyntaxWarning -p no:cacheprovider \
-    --hypothesis-show-statistics tests/runtime/test_user_code_fuzz.py "$@"
+    --timeout=0 --hypothesis-show-statistics tests/runtime/test_user_code_fuzz.py "$@"
