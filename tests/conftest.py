@@ -107,7 +107,49 @@ def zk_store(
 #    so the repository root goes on their PYTHONPATH. Without Java the Spark tests are skipped.
 
 
+# -- Tiers: tests of a marker below run only when their flag is 1 (their own command sets it;
+#    .ci/run runs each after the test command). The test command runs every mode at least once;
+#    a tier repeats a mode at length or needs a whole Airflow (docs/testing.md, "Tiers").
+_GATES = {
+    "scheduler": ("TRIDENT_SCHEDULER", "bash scripts/scheduler-test.sh"),
+    "long": ("TRIDENT_LONG", "bash scripts/long-test.sh"),
+}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for marker, (flag, command) in _GATES.items():
+        if os.environ.get(flag) == "1":
+            continue
+        skip = pytest.mark.skip(reason=f"its own command: {command}")
+        for item in items:
+            if item.get_closest_marker(marker) is not None:
+                item.add_marker(skip)
+
+
+def _database_of_this_worker() -> None:
+    """Under pytest-xdist (``scripts/test.sh`` runs the tests without DAG runs on two workers)
+    each worker gets a PostgreSQL database of its own, made anew: tests of two files at once
+    must not share tables (fixed names such as ``trident_commit_ledger``, which a test empties).
+    ``TRIDENT_PG_URL`` names it for the worker and every process it starts."""
+    worker, url = os.environ.get("PYTEST_XDIST_WORKER"), os.environ.get("TRIDENT_PG_URL")
+    if not worker or not url:
+        return
+    import psycopg
+    import sqlalchemy as sa
+
+    base = sa.make_url(url)
+    name = f"{base.database}_{worker}"
+    with psycopg.connect(
+        host=base.host, port=base.port, user=base.username, password=base.password,
+        dbname=base.database, autocommit=True,
+    ) as admin:  # fmt: skip
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.execute(f'CREATE DATABASE "{name}"')
+    os.environ["TRIDENT_PG_URL"] = base.set(database=name).render_as_string(hide_password=False)
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    _database_of_this_worker()
     # pyspark 4.3 warns about pandas 3 on every Arrow UDF; the runtime does not use pandas
     config.addinivalue_line(
         "filterwarnings", "ignore:PySpark does not yet fully support pandas:FutureWarning"

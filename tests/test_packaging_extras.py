@@ -57,6 +57,7 @@ def _resolve(tmp_path: Path, extra: str) -> dict[str, str]:
     ("extra", "owner", "absent"), [("spark", "pyspark", "pyspark-client"),
                                    ("connect", "pyspark-client", "pyspark")],
 )  # fmt: skip
+@pytest.mark.long  # resolves both extras into fresh venvs: ~40 s
 def test_each_spark_extra_installs_one_owner_of_pyspark(
     tmp_path: Path, extra: str, owner: str, absent: str
 ) -> None:

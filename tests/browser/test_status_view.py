@@ -61,6 +61,7 @@ def _cell(driver: Any, txid: int, field: str) -> str:
     return text
 
 
+@pytest.mark.long  # the status page stays in the test command: test_status_page_batches.py
 def test_the_status_view_shows_the_ledger_in_the_airflow_ui(
     trident_ui: TridentUi, browser: Any, ui_artifacts: Path, zk_hosts: str
 ) -> None:

@@ -11,23 +11,5 @@
   compact layout), the compact layout in submit mode (kept: compact in Connect mode), the
   express layout's backfill (kept: the standard layout's backfill)."""
 
-from __future__ import annotations
-
-import os
-
-import pytest
-
-_GATES = {
-    "scheduler": ("TRIDENT_SCHEDULER", "bash scripts/scheduler-test.sh"),
-    "long": ("TRIDENT_LONG", "bash scripts/long-test.sh"),
-}
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for marker, (flag, command) in _GATES.items():
-        if os.environ.get(flag) == "1":
-            continue
-        skip = pytest.mark.skip(reason=f"its own command: {command}")
-        for item in items:
-            if item.get_closest_marker(marker) is not None:
-                item.add_marker(skip)
+# The gates themselves (markers ``scheduler`` and ``long`` -> their flags) are in tests/conftest.py:
+# they apply to every folder.

@@ -156,6 +156,7 @@ def _output(done: subprocess.CompletedProcess[str]) -> str:
 
 
 @pytest.mark.timeout(900)
+@pytest.mark.long  # backfill stays in the test command: the real-scheduler fault run's
 def test_backfilled_runs_begin_the_txids_their_names_say_and_repeats_change_nothing(
     deployment: BackfillDeployment,
 ) -> None:

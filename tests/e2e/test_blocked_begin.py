@@ -103,6 +103,7 @@ def _xcom(home: AirflowHome, run_id: str, task_id: str, key: str) -> Any:
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.long  # a failed run blocking later ones stays in the test command: the fault run
 def test_a_run_blocked_by_an_earlier_failed_begin_says_which_run_and_how_to_fix_it(
     tmp_path: Path, zk_hosts: str
 ) -> None:

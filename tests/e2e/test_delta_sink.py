@@ -65,6 +65,7 @@ def words_of_batches(batches: int) -> Counter[str]:
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.long  # the Delta sink's exactness stays in the test command: tests/state
 def test_delta_rows_are_written_once_across_a_dying_commit_and_cleared_commits(
     tmp_path: Path, zk_hosts: str
 ) -> None:

@@ -135,6 +135,7 @@ def test_express_runs_retries_resume_and_replays(
     assert max(express.txids()) == 3
 
 
+@pytest.mark.long  # kept in the test command: the fault run's failed_run (standard layout)
 def test_express_failed_txid_blocks_later_commits_until_cleared(
     tmp_path_factory: pytest.TempPathFactory, connect_server: str
 ) -> None:

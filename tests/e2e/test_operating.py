@@ -132,6 +132,7 @@ def test_a_replayed_committed_txid_emits_no_commit_metrics_and_no_asset_event(
     assert [e["txid"] for e in asset_events(deployment.home.path)] == [1]
 
 
+@pytest.mark.long  # the job's own error stays in the test command: tests/operators, tests/runtime
 def test_a_failing_processing_job_fails_its_task_with_the_jobs_own_error(
     deployment: Deployment,
 ) -> None:

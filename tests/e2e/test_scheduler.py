@@ -29,7 +29,7 @@ from tests.harness.scheduler import AirflowCluster, TaskInstanceInfo, running_ai
 from tests.harness.topologies import E2E_DATA
 from tests.harness.topologies import e2e_expected_counts as expected
 
-pytestmark = [pytest.mark.integration, pytest.mark.e2e]
+pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.scheduler]
 
 DAG_ID = "e2e_scheduler"
 RUNS = 5

@@ -132,6 +132,7 @@ spark.stop()
 """
 
 
+@pytest.mark.long  # a SparkSession of its own: ~30 s
 def test_a_session_without_the_jdbc_driver_gets_the_named_jar_or_a_clear_error(
     pg_url: str, events: str, tmp_path: Path
 ) -> None:

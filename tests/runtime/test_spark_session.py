@@ -88,6 +88,7 @@ print(json.dumps(seen))
 """
 
 
+@pytest.mark.long  # a Connect server of its own: ~30 s
 def test_a_shared_session_outlives_its_blocks_and_is_replaced_once_the_server_ends_it(
     tmp_path: Path,
 ) -> None:

@@ -34,7 +34,11 @@ def assert_exactly_once(report: ScheduleReport, batches: int) -> None:
     assert not report.final_differences, summary
 
 
-@pytest.mark.parametrize("combo", ["tx-tx", "tx-opaque", "opaque-opaque"])
+@pytest.mark.parametrize(
+    "combo",
+    # tx-opaque's rules are those of the other two, mixed: its own tier (TRIDENT_LONG=1)
+    ["tx-tx", pytest.param("tx-opaque", marks=pytest.mark.long), "opaque-opaque"],
+)
 def test_a_short_schedule_ends_equal_to_the_reference(
     combo: str, zk_hosts: str, tmp_path: Path
 ) -> None:
@@ -50,6 +54,7 @@ def test_a_short_schedule_ends_equal_to_the_reference(
         assert report.outages > 0, report.summary()
 
 
+@pytest.mark.long  # server restarts stay in the test command: the real-scheduler fault run
 def test_a_schedule_on_postgres_survives_server_restarts(tmp_path: Path) -> None:
     # Given private PostgreSQL (state) and ZooKeeper servers that faults may kill -9 and restart
     config = ScheduleConfig(
