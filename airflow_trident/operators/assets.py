@@ -7,7 +7,15 @@ alias, with the extra ``{"topology", "txid", "records_in", "keys_written"}``. A 
 none (an outlet ``Asset`` would emit an event on every success of the task; the alias lets the
 task decide), so a DAG scheduled on the asset runs once per committed txid. The same task lists
 the asset among its ``inlets`` (a commit reads the state it extends), so the DAG processor
-registers it when it parses the DAG, before any commit reports an event::
+registers it when it parses the DAG, before any commit reports an event.
+
+Airflow links the alias to the asset when the first event goes through it, and two task
+instances that report the *first* events of a topology at once both insert that link: one of
+them fails on the database's unique key (pipelined first commits of a new topology, seen with
+the express and compact layouts). :func:`await_first_event_turn` keeps those first reports in
+txid order: while the asset has no event yet, a commit reports only after the task of the txid
+before it has finished (each commit waits for txid-1's commit anyway; this adds the wait for its
+task's end, the first commits only)::
 
     from airflow.sdk import DAG, task
     from airflow_trident.operators.assets import committed_asset
@@ -24,14 +32,25 @@ registers it when it parses the DAG, before any commit reports an event::
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from airflow.sdk import Asset, AssetAlias, AssetWatcher
 
 from airflow_trident.triggers.data import NewDataTrigger
 
-__all__ = ["add_commit_event", "commits_alias", "committed_asset", "data_asset"]
+__all__ = [
+    "add_commit_event",
+    "await_first_event_turn",
+    "commits_alias",
+    "committed_asset",
+    "data_asset",
+]
+
+FIRST_EVENT_WAIT_S = 120.0
+"""How long a first commit event waits for txid-1's task to end before it is reported anyway."""
+_ENDED = frozenset({"success", "failed", "skipped", "upstream_failed", "removed"})
 
 
 def committed_asset(topology: str) -> Asset:
@@ -89,3 +108,69 @@ def add_commit_event(context: Mapping[str, Any], summary: Mapping[str, Any]) -> 
     }
     context["outlet_events"][alias].add(committed_asset(topology), extra=extra)
     return True
+
+
+def _has_events(context: Mapping[str, Any], topology: str) -> bool | None:
+    """Whether the asset of ``topology`` has an event (``None``: this task cannot ask)."""
+    try:
+        events = context["inlet_events"][committed_asset(topology)].limit(1)
+        return len(events) > 0
+    except Exception:  # not among the task's inlets, or no Task Execution API here
+        return None
+
+
+def _previous_task_running(context: Mapping[str, Any], runs: Sequence[str]) -> bool:
+    """Whether this task, in any of ``runs``, has not ended yet."""
+    from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
+
+    ti = context["ti"]
+    found = RuntimeTaskInstance.get_task_states(
+        dag_id=ti.dag_id, task_ids=[ti.task_id], run_ids=list(runs)
+    )
+    for per_run in found.values():
+        states = per_run.values() if isinstance(per_run, Mapping) else [per_run]
+        if any(str(getattr(s, "value", s)) not in _ENDED for s in states if s is not None):
+            return True
+    return False
+
+
+def await_first_event_turn(
+    context: Mapping[str, Any],
+    summary: Mapping[str, Any],
+    runs_of_txid: Callable[[int], Sequence[str]],
+    *,
+    timeout_s: float = FIRST_EVENT_WAIT_S,
+    poll_s: float = 1.0,
+    log: Any = None,
+) -> float:
+    """Before the commit of ``summary`` reports its event: while the topology's asset has no
+    event yet, wait until this task has ended in the runs of txid-1 (``runs_of_txid``), so
+    that the first events (and the alias's link to the asset they create) are written one at a
+    time. Return the seconds waited (0 once the asset has an event, or for a replay)."""
+    if not summary.get("applied") or int(summary["txid"]) <= 1:
+        return 0.0
+    topology = str(summary["topology"])
+    if _has_events(context, topology) is not False:
+        return 0.0
+    own = getattr(context.get("ti"), "run_id", None)
+    started = time.monotonic()
+    while True:
+        runs = [r for r in runs_of_txid(int(summary["txid"]) - 1) if r != own]
+        try:
+            running = bool(runs) and _previous_task_running(context, runs)
+        except Exception:  # no Task Execution API here: nothing to order against
+            running = False
+        waited = time.monotonic() - started
+        if not running or _has_events(context, topology):
+            if waited >= poll_s and log is not None:
+                log.info("txid %s: its asset event waited %.0f s for txid %d's task (the "
+                         "topology's first events go one at a time)", summary["txid"], waited,
+                         int(summary["txid"]) - 1)  # fmt: skip
+            return waited
+        if waited > timeout_s:
+            if log is not None:
+                log.warning("txid %s: txid %d's task %s still running after %.0f s; reporting "
+                            "the asset event anyway", summary["txid"], int(summary["txid"]) - 1,
+                            runs, waited)  # fmt: skip
+            return waited
+        time.sleep(poll_s)

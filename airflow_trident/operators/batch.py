@@ -256,7 +256,9 @@ class CommitBatchOperator(TridentLineageMixin, _BatchOperator):
             return self._commit_then_success(context, steps, txid)
 
     def _commit_then_success(self, context: Any, steps: BatchSteps, txid: int) -> dict[str, Any]:
-        summary: dict[str, Any] = emit_committed(context, lambda: self._commit(steps, txid))
+        summary: dict[str, Any] = emit_committed(
+            context, lambda: self._commit(steps, txid), steps.store.runs_of_txid, self.log
+        )
         if self.success_after:
             # the success task's step, in this task (the compact layout: one task fewer)
             self.log.info("txid %d success: %s", txid, steps.success(txid))

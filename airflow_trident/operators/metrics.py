@@ -25,13 +25,13 @@ under ``trident.commit``: it changed nothing.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from airflow.sdk.observability.stats import Stats
 
-from airflow_trident.operators.assets import add_commit_event
+from airflow_trident.operators.assets import add_commit_event, await_first_event_turn
 
 __all__ = ["emit_committed", "emit_processed", "metric_names"]
 
@@ -79,16 +79,23 @@ def emit_processed(context: Mapping[str, Any], summary: dict[str, Any]) -> dict[
 
 
 def emit_committed(
-    context: Mapping[str, Any], commit: Callable[[], dict[str, Any]]
+    context: Mapping[str, Any],
+    commit: Callable[[], dict[str, Any]],
+    runs_of_txid: Callable[[int], Sequence[str]] | None = None,
+    log: Any = None,
 ) -> dict[str, Any]:
     """Run ``commit`` (the commit task's commit), emit its metrics and its asset event
-    (:func:`~airflow_trident.operators.assets.add_commit_event`), return its summary."""
+    (:func:`~airflow_trident.operators.assets.add_commit_event`; a topology's first events in
+    txid order when ``runs_of_txid`` names the runs of a txid:
+    :func:`~airflow_trident.operators.assets.await_first_event_turn`), return its summary."""
     waited = _since_start(context)
     started = time.monotonic()
     summary = commit()
     duration = time.monotonic() - started
     if not summary.get("applied"):
         return summary
+    if runs_of_txid is not None:
+        await_first_event_turn(context, summary, runs_of_txid, log=log)
     add_commit_event(context, summary)
     topology = str(summary.get("topology") or _topology(context))
     tags = {"topology": topology}

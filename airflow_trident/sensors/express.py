@@ -235,7 +235,9 @@ class ExpressBatchOperator(TridentLineageMixin, BeginWhenReadySensor):
             self.trident_hook(), self.topology, self.staging_root, self.route(), log=self.log
         )
         committer = self._committer
-        commit = emit_committed(context, lambda: committer.commit(steps, txid))
+        commit = emit_committed(
+            context, lambda: committer.commit(steps, txid), steps.store.runs_of_txid, self.log
+        )
         if commit["applied"]:
             self.log.info(
                 "txid %d committed: %d records in, keys written %s",
