@@ -4,6 +4,8 @@ in ``.work/artifacts/ui`` (``01-login.png`` ... ``04-process-log.png``)."""
 
 from __future__ import annotations
 
+import json
+import urllib.request
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -31,6 +33,21 @@ def _wait_for_text(driver: Any, needle: str) -> str:
     return _page_text(driver)
 
 
+def _plugin_import_errors(ui: TridentUi) -> dict[str, Any]:
+    """``/api/v2/plugins/importErrors`` with the login's token."""
+    body = json.dumps({"username": ui.login.username, "password": ui.login.password}).encode()
+    request = urllib.request.Request(
+        f"{ui.url}/auth/token", data=body, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=WAIT_S) as response:
+        token = json.loads(response.read())["access_token"]
+    request = urllib.request.Request(
+        f"{ui.url}/api/v2/plugins/importErrors", headers={"Authorization": f"Bearer {token}"})
+    with urllib.request.urlopen(request, timeout=WAIT_S) as response:
+        errors: dict[str, Any] = json.loads(response.read())
+    return errors
+
+
+@pytest.mark.long  # a DAG run with spark-submit and a browser: ~2 min
 def test_a_newcomer_finds_the_txid_and_the_log_of_a_batch(
     trident_ui: TridentUi, browser: Any, ui_artifacts: Path
 ) -> None:
@@ -44,6 +61,14 @@ def test_a_newcomer_finds_the_txid_and_the_log_of_a_batch(
     WebDriverWait(browser, WAIT_S).until(lambda d: d.find_elements(By.NAME, "username"))
     browser.save_screenshot(str(ui_artifacts / "01-login.png"))
     log_in(browser, trident_ui.url, trident_ui.login)
+
+    # Then the home page shows no plugin import error (each of the provider's plugins loads
+    # once: a second copy of the package's metadata made Airflow register them twice)
+    browser.get(trident_ui.url)
+    home = _wait_for_text(browser, "Dag")
+    assert "Import Error" not in home, home
+    errors = _plugin_import_errors(trident_ui)
+    assert errors["total_entries"] == 0, errors
 
     # And finds the DAG in the DAG list
     browser.get(f"{trident_ui.url}/dags")

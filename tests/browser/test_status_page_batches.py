@@ -22,17 +22,29 @@ from airflow_trident.batch.ledger import CommitLedger
 from airflow_trident.batch.lifecycle import zookeeper_batch_steps
 from airflow_trident.batch.status import StatusCollector
 from airflow_trident.coordination.client import ZkConfig, connect
-from airflow_trident.operation import Count, Split
+from airflow_trident.operation import Count, Filter, Split
 from airflow_trident.plugins.status_page import render_page
 from airflow_trident.spout.file_log import FileLogSpout
 from airflow_trident.state.sql import sql_state
 from airflow_trident.topology import TridentTopology
+from airflow_trident.tuple import TridentTuple
 from tests.harness.ui import chromium
 
 pytestmark = [pytest.mark.integration, pytest.mark.browser]
 
 DOCS_UI = Path(__file__).resolve().parents[2] / "docs" / "ui"
 IDLE_S = 3.0  # a pause between batches: an idle gap on the timeline (no assertion on time)
+PAUSE_S = 0.01  # per word in the process step: processing is most of each batch's busy time
+
+
+class Pausing(Filter):
+    """Keeps every word after a short pause, so that each batch's process step takes most of
+    its busy span (a SQLite commit of a few keys can otherwise outlast processing 40 lines and
+    leave a process bar too narrow for the assertion: 38.2 px once)."""
+
+    def is_keep(self, tuple_: TridentTuple) -> bool:
+        time.sleep(PAUSE_S)
+        return True
 
 
 def _land(log: Path, name: str, lines: int) -> None:
@@ -48,7 +60,7 @@ def test_runs_replays_lag_and_idle_gaps_read_at_a_glance(tmp_path: Path, zk_host
     topology = TridentTopology(name)
     topology.new_stream("sentences", FileLogSpout(log, ["sentence"], max_files=1)).each(
         ["sentence"], Split(), ["word"]
-    ).group_by(["word"]).persistent_aggregate(
+    ).filter(Pausing()).group_by(["word"]).persistent_aggregate(
         sql_state(None, name, "transactional", key_fields=("word",), value_type="bigint"),
         Count(), ["count"], name="counts",
     )  # fmt: skip

@@ -3,7 +3,8 @@
     bash scripts/ui.sh            # after bash scripts/main.sh; Ctrl-C stops it
 
 starts Airflow's API server (the UI, http://127.0.0.1:8080), scheduler, DAG processor and
-triggerer on ``.work/main/airflow`` and prints the URL and the login once. Each run of the main
+triggerer on ``.work/main/airflow``, and the main job's Spark Connect server (its DAG processes
+on it), and prints the URL and the login once. Each run of the main
 job shows its txid in its note and has its task logs; a run triggered from the UI uses the same
 connections (stored in the home's metadata database) and state. Nothing listens beyond loopback:
 the scheduler's and triggerer's log servers are not started (the API server reads the task logs
@@ -13,6 +14,7 @@ from the home's files). ``--check`` stops once the UI answers.
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import time
@@ -20,7 +22,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tests.harness.airflow import prepare_airflow_home
-from tests.harness.run_dag import DAGS_FOLDER, trident_env
+from tests.harness.connect import running_connect_server
+from tests.harness.run_dag import CONNECT_PORT, DAGS_FOLDER, trident_env
 from tests.harness.ui import UI_PORT, read_login, serving_airflow, write_ui_config
 
 __all__ = ["main"]
@@ -32,6 +35,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--work-dir", default=".work/main", help="the main job's --work-dir")
     parser.add_argument("--port", type=int, default=UI_PORT)
     parser.add_argument("--check", action="store_true", help="stop once the UI answers")
+    parser.add_argument("--connect-port", type=int, default=CONNECT_PORT,
+                        help="the main job's Spark Connect port (UI runs use it)")  # fmt: skip
     args = parser.parse_args(argv)
     work = Path(args.work_dir).resolve()
     if not (work / "airflow" / "airflow.db").exists():
@@ -41,10 +46,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not (home.path / "simple_auth_manager_passwords.json").exists():
         write_ui_config(home, port=args.port)  # a home from before the UI command existed
     login = read_login(home)
+    os.environ.update(trident_env(work))  # the Connect server's workers import the topology
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # stop the servers as Ctrl-C does
     started = time.monotonic()
     try:
-        with serving_airflow(home, port=args.port, env=trident_env(work)) as servers:
+        with (
+            running_connect_server(work / "connect", port=args.connect_port),
+            serving_airflow(home, port=args.port, env=trident_env(work)) as servers,
+        ):
             print(
                 f"Airflow UI: {servers.url} (answered after {time.monotonic() - started:.1f} s)\n"
                 f"login: {login.username} / {login.password}\n"

@@ -6,12 +6,13 @@ rename) in ``<work-dir>/data/landing``; the DAG ``trident_file_word_count``
 SQLite state and appends every sentence to a Delta table; at the end it prints what each
 committed txid read (files per partition) and wrote (keys, Delta rows).
 
-Each batch is a real DAG run (``airflow dags test --use-executor``: each task in a process of its
-own, with its log file for the UI): the readiness sensor, ``begin`` binding the run to a txid in
-ZooKeeper, ``process`` as a real ``spark-submit`` (Spark local), ``commit``
-applying the counts to SQLite state in txid order, and ``success``. Then a run replaying an
-already committed txid (``--conf '{"txid": 1}'``) shows the state does not change, and the
-DRPC stream ``words`` answers from the committed counts.
+Each batch is a real DAG run (``airflow dags test --use-executor``: the task in a process of its
+own, with its log file for the UI) of the express layout: one task, ``batch.run``, waits for the
+spouts, binds the run to a txid in ZooKeeper, processes the batch on one local Spark Connect
+server (started here, on ``--connect-port``), commits the counts to SQLite state in txid order
+and ends the batch. Then a run replaying an already committed txid (``--conf '{"txid": 1}'``)
+shows the state does not change, and the DRPC stream ``words`` answers from the committed
+counts. (The standard layout's separate tasks and ``spark-submit`` are the test command's.)
 
     python -m tests.harness.run_dag --batches 3
 
@@ -40,6 +41,7 @@ from tests.harness.airflow import (
     prepare_airflow_home,
     run_dag_test,
 )
+from tests.harness.connect import running_connect_server
 from tests.harness.ui import (
     UI_PORT,
     free_port,
@@ -54,6 +56,7 @@ __all__ = ["DAGS_FOLDER", "connections", "main", "trident_env"]
 DAG_ID = "trident_file_word_count"  # reads JSON-lines files landing in <work>/data/landing
 WORDS = "the cow moon candy apples"
 ZK_ROOT = "/trident_main"
+CONNECT_PORT = 15002  # Spark Connect's default port; the UI command serves the same URL
 DAGS_FOLDER = Path(__file__).resolve().parents[2] / "dags"
 
 
@@ -66,13 +69,15 @@ def trident_env(work: Path) -> dict[str, str]:
     }
 
 
-def connections(work: Path) -> dict[str, dict[str, object]]:
+def connections(work: Path, connect_port: int = CONNECT_PORT) -> dict[str, dict[str, object]]:
     """The DAG's connections (``airflow connections import`` format), kept in the metadata DB
     so the UI's runs see them too."""
     zk_hosts = os.environ.get("TRIDENT_ZK_HOSTS", "127.0.0.1:2181")
     host, _, port = zk_hosts.partition(":")
     return {
         "spark_local": {"conn_type": "spark", "host": "local[2]"},
+        "spark_connect_local": {"conn_type": "spark_connect", "host": "sc://127.0.0.1",
+                                "port": connect_port},
         "trident_zookeeper_default": {"conn_type": "trident_zookeeper", "host": host,
                                       "port": int(port or 2181), "extra": {"root": ZK_ROOT}},
         "trident_state": {"conn_type": "trident_state", "host": str(work / "state.db"),
@@ -170,6 +175,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--keep-state", action="store_true", help="continue the previous run's txids and counts"
     )
+    parser.add_argument("--connect-port", type=int, default=CONNECT_PORT,
+                        help="the local Spark Connect server's port")  # fmt: skip
     args = parser.parse_args(argv)
     work = Path(args.work_dir).resolve()
     work.mkdir(parents=True, exist_ok=True)
@@ -179,13 +186,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.update(trident_env(work))  # before the topology module reads TRIDENT_DATA_DIR
     home = prepare_airflow_home(work / "airflow", dags_folder=DAGS_FOLDER)
     write_ui_config(home, port=UI_PORT)
-    store_connections(home, connections(work))
+    store_connections(home, connections(work, args.connect_port))
     print(f"Airflow home {home.path}; DAG {DAG_ID}; state {state_url}")
     # the tasks' processes talk to an API server: a private one, on a free port
     port = free_port()
     env = {**trident_env(work), **server_env(port)}
     ok = True
-    with serving_airflow(home, port=port, components=("api-server",), env=env):
+    with (
+        running_connect_server(work / "connect", port=args.connect_port) as connect_url,
+        serving_airflow(home, port=port, components=("api-server",), env=env),
+    ):
+        print(f"Spark Connect server {connect_url} (logs in {work / 'connect'})")
         for i in range(1, args.batches + 1):
             _land(work, i)
             result = run_dag_test(
