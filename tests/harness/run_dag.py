@@ -27,11 +27,13 @@ reset) unless ``--keep-state``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
 import sys
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from kazoo.exceptions import NoNodeError
@@ -184,18 +186,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.keep_state:
         _reset(work)
     os.environ.update(trident_env(work))  # before the topology module reads TRIDENT_DATA_DIR
-    home = prepare_airflow_home(work / "airflow", dags_folder=DAGS_FOLDER)
-    write_ui_config(home, port=UI_PORT)
-    store_connections(home, connections(work, args.connect_port))
-    print(f"Airflow home {home.path}; DAG {DAG_ID}; state {state_url}")
-    # the tasks' processes talk to an API server: a private one, on a free port
-    port = free_port()
-    env = {**trident_env(work), **server_env(port)}
     ok = True
-    with (
-        running_connect_server(work / "connect", port=args.connect_port) as connect_url,
-        serving_airflow(home, port=port, components=("api-server",), env=env),
-    ):
+    with contextlib.ExitStack() as stack, ThreadPoolExecutor(1) as pool:
+        # the Connect server's JVM starts while Airflow's metadata database is made (~20 s)
+        connect = pool.submit(
+            stack.enter_context, running_connect_server(work / "connect", port=args.connect_port)
+        )
+        home = prepare_airflow_home(work / "airflow", dags_folder=DAGS_FOLDER)
+        write_ui_config(home, port=UI_PORT)
+        store_connections(home, connections(work, args.connect_port))
+        print(f"Airflow home {home.path}; DAG {DAG_ID}; state {state_url}")
+        # the tasks' processes talk to an API server: a private one, on a free port
+        port = free_port()
+        env = {**trident_env(work), **server_env(port)}
+        stack.enter_context(serving_airflow(home, port=port, components=("api-server",), env=env))
+        connect_url = connect.result()
         print(f"Spark Connect server {connect_url} (logs in {work / 'connect'})")
         for i in range(1, args.batches + 1):
             _land(work, i)
