@@ -50,7 +50,7 @@ from airflow_trident.topology import TridentTopology  # noqa: E402
 pytestmark = pytest.mark.filterwarnings("ignore::SyntaxWarning")  # generated code, meant as is
 
 EXAMPLES = int(os.environ.get("TRIDENT_FUZZ_EXAMPLES", "40"))
-SPARK_EXAMPLES = int(os.environ.get("TRIDENT_FUZZ_SPARK_EXAMPLES", "4"))
+SPARK_EXAMPLES = max(1, int(os.environ.get("TRIDENT_FUZZ_SPARK_EXAMPLES", "4")))
 FIELDS = ("a", "b", "s", "l", "h", "d")
 PICKLED = frozenset({"h", "d"})  # huge ints and dicts travel pickled, as the runtime does
 SCHEMA = pa.schema([
