@@ -126,6 +126,7 @@ def test_five_consecutive_runs_give_exact_counts(deployment: Deployment, tmp_pat
     assert INLINED_CALLERS & set(marker.read_text().split()), marker.read_text()
 
 
+@pytest.mark.long  # the test command's spark-submit runs: the fault run's
 def test_failed_process_retried_keeps_its_txid_and_exact_counts(
     deployment: Deployment, tmp_path: Path
 ) -> None:
@@ -139,6 +140,7 @@ def test_failed_process_retried_keeps_its_txid_and_exact_counts(
     assert max(deployment.txids()) == txid
 
 
+@pytest.mark.long  # replays stay in the test command: the express and compact layouts'
 def test_replaying_a_committed_txid_changes_nothing(deployment: Deployment) -> None:
     before = deployment.counts()
     result = deployment.run(conf={"txid": min(3, max(deployment.txids()))})

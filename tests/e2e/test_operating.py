@@ -91,6 +91,7 @@ def task_failure(output: str) -> str:
     return next((line for line in after if not line.startswith("    ")), "no traceback")
 
 
+@pytest.mark.long  # asset events under a scheduler: test_first_commits_scheduler.py
 def test_a_committed_batch_emits_its_metrics_and_one_asset_event(
     deployment: Deployment, statsd: StatsdListener
 ) -> None:
@@ -119,6 +120,7 @@ def test_a_committed_batch_emits_its_metrics_and_one_asset_event(
     ]
 
 
+@pytest.mark.long  # with its module's first test
 def test_a_replayed_committed_txid_emits_no_commit_metrics_and_no_asset_event(
     deployment: Deployment, statsd: StatsdListener
 ) -> None:

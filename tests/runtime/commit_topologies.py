@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 import tempfile
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,13 @@ DATA = {
     for p in range(3)
 }
 FAIL_MARKER = Path(tempfile.gettempdir()) / f"{NAME}-fail-partition-1"
-"""While this file exists, making the state of partition 1 fails once (and removes it)."""
+"""While this file exists, making the state of partition 1 fails once (and removes it), after
+every other partition has committed (:data:`COMMITTED_DIR`)."""
+COMMITTED_DIR = Path(tempfile.gettempdir()) / f"{NAME}-committed"
+"""A file per partition whose state committed: the failure of partition 1 waits for the others,
+so that it fails a job whose other partitions are in (not one that Spark's scheduling or a
+loaded machine happened to leave half-run, with tasks still writing into the next test)."""
+OTHERS_WAIT_S = 120.0
 
 
 def expected_counts(batches: int) -> Counter[str]:
@@ -45,14 +52,47 @@ class FailOnceOnPartition1:
 
     def make_state(self, partition_index: int = 0, num_partitions: int = 1) -> Any:
         if partition_index == 1 and FAIL_MARKER.exists():
+            others = {f"p{i}" for i in range(num_partitions) if i != 1}
+            deadline = time.monotonic() + OTHERS_WAIT_S
+            while time.monotonic() < deadline and not others <= _committed():
+                time.sleep(0.05)
             FAIL_MARKER.unlink()
             msg = "injected: the state database of partition 1 is unreachable"
             raise StateStoreUnavailableError(msg)
-        return self.inner.make_state(partition_index, num_partitions)
+        return _MarksItsCommit(self.inner.make_state(partition_index, num_partitions),
+                               partition_index)  # fmt: skip
 
     def located_at(self, url: str) -> FailOnceOnPartition1:
         """Still this wrapper, over the inner factory in the run's database."""
         return FailOnceOnPartition1(self.inner.located_at(url))
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+
+def _committed() -> set[str]:
+    return {p.name for p in COMMITTED_DIR.iterdir()} if COMMITTED_DIR.is_dir() else set()
+
+
+def clear_committed_marks() -> None:
+    """Forget which partitions committed (before a test arms :data:`FAIL_MARKER`)."""
+    for mark in COMMITTED_DIR.glob("p*"):
+        mark.unlink(missing_ok=True)
+
+
+class _MarksItsCommit:
+    """A partition's state that leaves a file in :data:`COMMITTED_DIR` once it committed."""
+
+    def __init__(self, inner: Any, index: int) -> None:
+        self.inner = inner
+        self.index = index
+
+    def commit(self, txid: int) -> None:
+        self.inner.commit(txid)
+        COMMITTED_DIR.mkdir(exist_ok=True)
+        (COMMITTED_DIR / f"p{self.index}").touch()
 
     def __getattr__(self, name: str) -> Any:
         if name == "inner":

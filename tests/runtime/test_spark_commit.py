@@ -131,7 +131,8 @@ def test_a_failed_partition_leaves_txid_uncommitted_and_the_retry_counts_once(
     steps: BatchSteps, spark: Any
 ) -> None:
     txid = process(steps, spark, "r1")
-    ct.FAIL_MARKER.touch()
+    ct.clear_committed_marks()
+    ct.FAIL_MARKER.touch()  # partition 1 fails once the others committed
     # the executor's own error crosses Spark's boundary, with its type
     with pytest.raises(StateStoreUnavailableError, match="partition 1 is unreachable"):
         commit_on_spark(steps, spark, REFERENCE, txid, 0.0)
