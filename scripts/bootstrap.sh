@@ -49,7 +49,11 @@ if [ "$(.venv/bin/uv --version 2>/dev/null | cut -d' ' -f2)" != "$UV_VERSION" ];
     log "installing uv $UV_VERSION"
     "$PY" -m pip install -q --disable-pip-version-check "uv==$UV_VERSION"
 fi
-uv_pip() { .venv/bin/uv pip "$@" --python "$PY" --quiet; }
+# --compile-bytecode: pip writes every module's .pyc at install, uv does not by default; where
+# PYTHONDONTWRITEBYTECODE=1 (as on these machines) nothing writes them later either, and every
+# Airflow task, CLI call and Spark worker would compile Airflow and PySpark from source again
+# (the tests took twice as long).
+uv_pip() { .venv/bin/uv pip "$@" --python "$PY" --quiet --compile-bytecode; }
 
 if [ -f pyproject.toml ]; then
     # any change to pyproject.toml (a new dev tool such as import-linter) reinstalls .[dev]
@@ -67,6 +71,9 @@ if [ -f pyproject.toml ]; then
     # would load each of its plugins twice ("Plugin 'trident_drpc' already registered"): the
     # installed metadata lives in the venv, the build's copy is not needed.
     rm -rf airflow_trident.egg-info
+    # the project's own modules too (a changed file is compiled again; where bytecode is not
+    # written on import, this saves each process compiling them)
+    "$PY" -m compileall -q -j 0 airflow_trident tests dags >/dev/null || true
 else
     log "no pyproject.toml yet: skipping the install"
 fi
