@@ -122,6 +122,17 @@ def embedded_allowed() -> bool:
     return set(executors()) <= _SINGLE_MACHINE_EXECUTORS
 
 
+def _flag(name: str, *, default: bool) -> bool:
+    """``[trident] <name>`` as a boolean (true/1/yes, false/0/no), ``default`` when unset."""
+    value = (setting(name) or str(default)).strip().lower()
+    if value in ("true", "1", "yes"):
+        return True
+    if value in ("false", "0", "no"):
+        return False
+    msg = f"[{SECTION}] {name} is {value!r}; hint: use true or false"
+    raise ConfigurationError(msg)
+
+
 def connect_session_reuse() -> bool:
     """``[trident] connect_session_reuse`` (default ``true``).
 
@@ -130,13 +141,7 @@ def connect_session_reuse() -> bool:
     ConfigurationError
         If it is not ``true`` or ``false``.
     """
-    value = (setting("connect_session_reuse") or "true").strip().lower()
-    if value in ("true", "1", "yes"):
-        return True
-    if value in ("false", "0", "no"):
-        return False
-    msg = f"[{SECTION}] connect_session_reuse is {value!r}; hint: use true or false"
-    raise ConfigurationError(msg)
+    return _flag("connect_session_reuse", default=True)
 
 
 def inline_user_code() -> bool:
@@ -153,13 +158,7 @@ def inline_user_code() -> bool:
     ConfigurationError
         If it is not ``true`` or ``false``.
     """
-    value = (setting("inline") or "true").strip().lower()
-    if value in ("true", "1", "yes"):
-        return True
-    if value in ("false", "0", "no"):
-        return False
-    msg = f"[{SECTION}] inline is {value!r}; hint: use true or false"
-    raise ConfigurationError(msg)
+    return _flag("inline", default=True)
 
 
 def spark_read_here_bytes() -> int:
