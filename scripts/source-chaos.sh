@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The long source-chaos run (issue 19): seeded schedules of airflow_trident/testing/source_chaos.py
+# The long source-chaos run (issue 19): seeded schedules of tests/harness/source_chaos_schedule.py
 # over the database table source, >= 200 batches per mode (transactional: replays that see
 # changed rows must be refused, then commit once restored; opaque: replays take the rows as they
 # are) x state backend (SQLite, PostgreSQL) x runtime (in-process, Spark with JDBC reads): rows

@@ -38,6 +38,7 @@ HARNESS = [
     "commit_faults",
     "file_log",
     "topologies",
+    "source_chaos",
 ]
 """Modules of the test harness that moved from ``airflow_trident/testing`` to ``tests/harness``."""
 _NOT_SOURCES = (".git", ".venv", ".work", "build", "*.egg-info", "__pycache__", ".*_cache")

@@ -13,11 +13,10 @@
   schedules over the batch lifecycle, checked against a reference after every commit; server
   restart faults take the caller's server handles (``RestartableServer``);
 * :mod:`~airflow_trident.testing.fault_topology` — the schedules' topology, data and reference.
-* :mod:`~airflow_trident.testing.source_chaos` — ``run_source_chaos``: the faults of a database
-  table source (rows updated, deleted or inserted below the mark before a retry, out-of-order
-  ids, rows landing during batches), checked against the rows the committed metadata names.
 
 Memory spouts are in :mod:`airflow_trident.spout.memory`. Nothing here imports ``airflow`` or
 ``pyspark``, nor :mod:`airflow_trident.examples`; the project's own test harness (Airflow,
-scheduler, servers, Spark Connect) is ``tests/harness`` in the source tree and is not shipped.
+scheduler, servers, Spark Connect, and the source-chaos schedules that break a database table
+or a file log: ``tests/harness/source_chaos_schedule.py``) is ``tests/harness`` in the source
+tree and is not shipped.
 """

@@ -2,8 +2,9 @@
 runs (:mod:`.airflow`), a real scheduler (:mod:`.scheduler`, :mod:`.scheduler_faults`), the UI
 (:mod:`.ui`), private ZooKeeper and PostgreSQL servers (:mod:`.servers`), a Spark Connect server
 (:mod:`.connect`), the in-process fault schedule's command line (:mod:`.fault_schedule`), the
-main job (:mod:`.run_dag`, :mod:`.main_ui`) and the topologies the end-to-end tests ship by
-reference (``tests.harness.topologies:e2e_word_count``...).
+source-chaos schedules and their command line (:mod:`.source_chaos_schedule`,
+:mod:`.source_chaos`), the main job (:mod:`.run_dag`, :mod:`.main_ui`) and the topologies the
+end-to-end tests ship by reference (``tests.harness.topologies:e2e_word_count``...).
 
 Those references are imported by other processes: ``airflow dags test`` and its task processes,
 the real scheduler's components and Celery workers, ``spark-submit`` drivers and their Python

@@ -1,5 +1,5 @@
 """The source-chaos run's command line (``bash scripts/source-chaos.sh``): seeded schedules of
-:mod:`airflow_trident.testing.source_chaos` for the database table source, in each mode
+:mod:`tests.harness.source_chaos_schedule` for the database table source, in each mode
 (transactional, opaque) and for the transactional file log, state backend (SQLite;
 PostgreSQL: ``TRIDENT_PG_URL``) and runtime (in-process; Spark: a local session, PostgreSQL
 ranges read by the executors through JDBC, files read by Spark)::
@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from airflow_trident.testing.source_chaos import (
+from tests.harness.source_chaos_schedule import (
     MODES,
     SourceChaosConfig,
     SourceChaosReport,

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from airflow_trident.spout.database_table import JDBC_JAR
-from airflow_trident.testing.source_chaos import SourceChaosConfig, run_source_chaos
+from tests.harness.source_chaos_schedule import SourceChaosConfig, run_source_chaos
 
 pytestmark = pytest.mark.integration
 

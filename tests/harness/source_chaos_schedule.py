@@ -1,9 +1,13 @@
 """Seeded source-chaos schedules: the faults of real data, checked key by key.
 
+The project's own reliability machinery (not shipped: it was ``airflow_trident.testing.
+source_chaos`` until issue 34); its command line is :mod:`tests.harness.source_chaos`
+(``bash scripts/source-chaos.sh``), its short profile ``tests/testing/test_source_chaos.py``.
+
 Long on purpose: one schedule per source kind (table, file log) with its faults, its reference and
 its key-by-key comparison; a fault and the reference that judges it belong together.
 
-The fault schedules (:mod:`~airflow_trident.testing.schedule`) break the batch lifecycle with
+The fault schedules (:mod:`airflow_trident.testing.schedule`) break the batch lifecycle with
 memory spouts. A source-chaos schedule breaks the *source*: a database table
 (:class:`~airflow_trident.spout.database_table.DatabaseTableSpout`) that gets rows inserted
 while batches are in flight, rows with out-of-order ids (below a partition's committed mark),
