@@ -112,13 +112,14 @@ class CommitSteps(ProcessSteps):
         """Apply ``plan`` through ``applier`` and advance the committed txid; a stale opaque
         batch is re-processed once (a new attempt) and committed again."""
         txid = plan.txid
-        new_values: dict[str, Partitions] = {}
+        commit_phase: dict[str, int] = {}  # rows applied to states fed by new values
 
         def apply_batch() -> None:
             # state can hold an earlier attempt's writes of this txid only if an earlier commit
             # of it started: then (only) opaque keys it wrote and this one does not are reverted
             revert = self.store.mark_commit_started(txid)
-            new_values.update(applier.apply_staged(plan, manifest, revert=revert))
+            new_values = applier.apply_staged(plan, manifest, revert=revert)
+            commit_phase.update(self.apply_commit_phase(txid, new_values, revert=revert))
 
         try:
             outcome = self.coordinator.commit_applied_by(plan, apply_batch)
@@ -132,15 +133,38 @@ class CommitSteps(ProcessSteps):
                     self.plan(txid), applier.manifest(), applier, reprocess_stale=False
                 )
             return self.commit(txid, applier=applier, reprocess_stale=False)
-        if outcome.applied:
-            run_commit_phase(self.processor, txid, new_values)
         summary, archive = self._summary(plan, manifest, applied=outcome.applied)
+        summary["keys_written"].update(commit_phase)
         if outcome.applied and self.ledger is not None:
             self.ledger.record(summary, archive)
         # what a user reads first after a commit (XCom, log): where the topology stands now
         summary["committed_txid"] = txid if outcome.applied else self.store.committed_txid()
         log.info("txid %d committed: %s", txid, summary)
         return summary
+
+    def apply_commit_phase(
+        self,
+        txid: int,
+        new_values: Mapping[str, Partitions],
+        *,
+        revert: bool = True,
+        only: frozenset[str] | None = None,
+    ) -> dict[str, int]:
+        """Run the streams reading states' new values (``new_values_stream``) in this process,
+        applying each state they end in (each partition in its own state commit, under the
+        same txid and rules as the states of the processing phase: a retried commit is a no-op
+        for what it already wrote) before the txid's compare-and-set. ``only``: apply only
+        these states (a rebuild's). Returns the rows applied per state."""
+        applied: dict[str, int] = {}
+
+        def apply(staged: StagedState) -> Partitions:
+            if only is not None and staged.state not in only:
+                return []
+            applied[staged.state] = staged.rows
+            return self.apply_result(txid, {staged.state: staged}, revert=revert)[staged.state]
+
+        run_commit_phase(self.processor, txid, new_values, apply)
+        return applied
 
     def _record_if_missing(self, txid: int) -> None:
         """A commit that died between ZooKeeper's compare-and-set and its ledger row: write the

@@ -17,7 +17,11 @@ per-key txids), and a finished one changes nothing.
 
 Rebuild into a state before its live commits start (pause the DAG, rebuild ``1..committed``,
 unpause): a state already holding later txids refuses earlier ones (``StateBehindError``).
-Commit-phase streams (``new_values_stream``) are not run by a rebuild.
+States fed by a state's new values (``new_values_stream``) are rebuilt with it: the commit
+phase runs after the chosen states took each txid, as in a live commit; such a state can only be
+rebuilt together with the states whose new values feed it, from the same txid (else
+:class:`~airflow_trident.errors.ConfigurationError`). Other commit-phase streams (a ``peek``)
+run too.
 
 Command line: ``airflow-trident rebuild package.module:topology --from-txid 1 --to-txid 40
 --state word_lengths --state-conn-id trident_state`` (see :mod:`airflow_trident.cli`).
@@ -35,7 +39,7 @@ from airflow_trident.batch.steps import BatchSteps
 from airflow_trident.coordination.coordinator import BatchPlan
 from airflow_trident.coordination.memory import MemoryCoordinatorStore
 from airflow_trident.errors import BatchIncompleteError, ConfigurationError
-from airflow_trident.graph import WindowNode
+from airflow_trident.graph import NewValuesNode, WindowNode
 from airflow_trident.runtime.result import ProcessResult
 from airflow_trident.spout.executor import PartitionedBatches
 from airflow_trident.state.binding import StateBinding
@@ -84,6 +88,7 @@ def rebuild_states(
         raise ConfigurationError(msg)
     _refuse_windows(topology, chosen)
     done = {name: ledger.rebuilt_txid(topology.name, name) for name in chosen}
+    _check_new_values_feeds(topology, chosen, done)
     start = max(from_txid, min(done.values()) + 1)
     archives = {txid: _archive(ledger, source, txid) for txid in range(start, to_txid + 1)}
     for name, txid in done.items():
@@ -98,10 +103,14 @@ def rebuild_states(
         pending = [name for name in chosen if done[name] < txid]
         chosen_staged = {name: result.staged[name] for name in pending if name in result.staged}
         # only the first txid of a (resumed) rebuild can hold an interrupted run's writes
-        steps.apply_result(txid, chosen_staged, revert=txid == start)
+        revert = txid == start
+        new_values = steps.apply_result(txid, chosen_staged, revert=revert)
+        keys = {name: s.rows for name, s in chosen_staged.items()}
+        keys.update(
+            steps.apply_commit_phase(txid, new_values, revert=revert, only=frozenset(pending))
+        )
         for name in pending:
             ledger.record_rebuilt(topology.name, name, txid)
-        keys = {name: s.rows for name, s in chosen_staged.items()}
         log.info("rebuilt txid %d (%d of %d): %d records in, keys written %s", txid,
                  txid - start + 1, len(archives), records_in, keys)  # fmt: skip
         summaries.append({"txid": txid, "records_in": records_in, "keys_written": keys})
@@ -157,3 +166,42 @@ def _refuse_windows(topology: TridentTopology, chosen: list[str]) -> None:
                 )
                 raise ConfigurationError(msg)
             todo.extend(topology.nodes[step].parents)
+
+
+def _fed_by(topology: TridentTopology, name: str) -> set[str]:
+    """The states whose new values feed state ``name`` (directly)."""
+    todo, seen, found = [topology.states[name]], set(), set()
+    while todo:
+        step = todo.pop()
+        if step in seen:
+            continue
+        seen.add(step)
+        node = topology.nodes[step]
+        if isinstance(node, NewValuesNode):
+            found.add(node.state)
+            continue
+        todo.extend(node.parents)
+    return found
+
+
+def _check_new_values_feeds(
+    topology: TridentTopology, chosen: list[str], done: dict[str, int]
+) -> None:
+    """A state fed by new values gets them only from states rebuilt with it, txid by txid."""
+    for name in chosen:
+        for upstream in sorted(_fed_by(topology, name)):
+            if upstream not in done:
+                msg = (
+                    f"state {name!r} of topology {topology.name!r} is fed by the new values of "
+                    f"state {upstream!r}, which is not rebuilt: its new values cannot be "
+                    f"derived again; hint: rebuild {upstream!r} with it (--state {upstream} "
+                    f"--state {name})"
+                )
+                raise ConfigurationError(msg)
+            if done[upstream] != done[name]:
+                msg = (
+                    f"state {name!r} (rebuilt up to txid {done[name]}) is fed by the new values "
+                    f"of state {upstream!r} (rebuilt up to txid {done[upstream]}): they must be "
+                    f"rebuilt from the same txid; hint: rebuild them into new states together"
+                )
+                raise ConfigurationError(msg)

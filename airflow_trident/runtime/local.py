@@ -27,7 +27,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import operator
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NoReturn
 
 from airflow_trident.coordination.coordinator import TransactionalCoordinator
@@ -158,8 +158,11 @@ class LocalBatchProcessor:
         *,
         phase: str = "process",
         outputs: dict[str, Partitions] | None = None,
+        on_sink: Callable[[StagedState], None] | None = None,
     ) -> ProcessResult:
-        """Run the stages of ``phase``; ``sources`` maps source step ids to partitions of rows."""
+        """Run the stages of ``phase``; ``sources`` maps source step ids to partitions of rows
+        (read as each source's stage starts). ``on_sink`` is called with each state's staged
+        rows as soon as its stage ran (the commit phase applies them there)."""
         result = ProcessResult(txid)
         done: dict[str, Partitions] = outputs if outputs is not None else {}
         for stage in self.plan.phase(phase):
@@ -175,9 +178,10 @@ class LocalBatchProcessor:
             done[stage.id] = out
             sink = stage.sink
             if sink is not None:
-                result.staged[sink.node.state] = StagedState(
-                    sink.node.state, sink.kind, sink.fields, out
-                )
+                staged = StagedState(sink.node.state, sink.kind, sink.fields, out)
+                result.staged[sink.node.state] = staged
+                if on_sink is not None:
+                    on_sink(staged)
         result.outputs = done
         return result
 
@@ -395,13 +399,47 @@ def emit_partitions(
 
 
 def run_commit_phase(
-    processor: LocalBatchProcessor, txid: int, new_values: Mapping[str, Partitions]
-) -> None:
-    """Run the streams reading states' new values (the commit phase), in-process."""
-    sources = {}
-    for stage in processor.plan.phase("commit"):
-        if isinstance(stage.source, NewValuesNode):
-            parts = new_values.get(stage.source.state, [])
-            sources[stage.source.id] = {str(i): rows for i, rows in enumerate(parts)}
-    if sources:
-        processor.process(txid, sources, phase="commit")
+    processor: LocalBatchProcessor,
+    txid: int,
+    new_values: Mapping[str, Partitions],
+    apply: Callable[[StagedState], Partitions],
+) -> ProcessResult | None:
+    """Run the streams reading states' new values (the commit phase), in-process.
+
+    A state such a stream ends in (``partition_persist``, ``persistent_aggregate``) is applied
+    by ``apply`` as soon as its stage ran (its staged rows -> its new values by partition), so a
+    stream reading *that* state's new values, later in the phase, gets them. ``None`` when the
+    topology has no commit phase.
+    """
+    stages = processor.plan.phase("commit")
+    if not stages:
+        return None
+    values = dict(new_values)
+
+    def applied(staged: StagedState) -> None:
+        values[staged.state] = apply(staged)
+
+    sources = _NewValues(stages, values)
+    return processor.process(txid, sources, phase="commit", on_sink=applied)
+
+
+class _NewValues(Mapping[str, Mapping[str, list[Row]]]):
+    """The commit phase's sources: each new-values step's partitions of its state's new values,
+    looked up when its stage starts (a state applied earlier in the phase has them by then).
+    Partitions are named so that they sort in their order (``00000``, ``00001``, ...)."""
+
+    def __init__(self, stages: Sequence[Stage], values: Mapping[str, Partitions]) -> None:
+        self._state = {
+            s.source.id: s.source.state for s in stages if isinstance(s.source, NewValuesNode)
+        }
+        self._values = values
+
+    def __getitem__(self, step: str) -> Mapping[str, list[Row]]:
+        parts = self._values.get(self._state[step], [])
+        return {f"{i:05d}": rows for i, rows in enumerate(parts)}
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._state)
+
+    def __len__(self) -> int:
+        return len(self._state)
