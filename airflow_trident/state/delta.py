@@ -310,6 +310,7 @@ class DeltaState:
             None if table is None else pa.schema(table.schema().to_arrow()),
             evolve=self.factory.evolve_schema,
             where=f"delta table {self.factory.path!r}, txid {txid}",
+            keys=self.factory.merge_keys,
         )
         data = align(data, plan)
         if plan.added:

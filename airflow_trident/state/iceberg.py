@@ -59,7 +59,7 @@ from airflow_trident.names import validate_name
 from airflow_trident.operation.base import StateUpdater
 from airflow_trident.state.base import StateType
 from airflow_trident.state.iceberg_catalog import load_catalog, redacted, resolve_connection
-from airflow_trident.state.schema_evolution import align, plan_schema
+from airflow_trident.state.schema_evolution import SchemaPlan, align, plan_schema
 from airflow_trident.tuple import TridentCollector, TridentTuple
 
 __all__ = ["IcebergState", "IcebergStateFactory", "IcebergWriter", "iceberg_state"]
@@ -393,8 +393,9 @@ class IcebergState:
                 return
             if data is None or data.num_rows == 0:
                 return
-            if table is None:
-                table = self.factory.create_table(data.schema)
+            if table is None:  # made from the batch (a column of no type yet left out)
+                made = self._plan(data.schema, None, txid).target or data.schema
+                table = self.factory.create_table(made)
             try:
                 self._write(table, data, txid)
                 return
@@ -462,11 +463,19 @@ class IcebergState:
                 raise StateError(msg)
         return False
 
+    def _plan(self, batch: pa.Schema, table: pa.Schema | None, txid: int) -> SchemaPlan:
+        """How ``batch`` is written into ``table`` (``None``: the table is made from it)."""
+        return plan_schema(
+            batch,
+            table,
+            evolve=self.factory.evolve_schema,
+            where=f"iceberg table {self.factory.table!r}, txid {txid}",
+            keys=(*self.factory.merge_keys, *(c for c, _ in self.factory.partition_by)),
+        )
+
     def _write(self, table: Any, data: pa.Table, txid: int) -> None:
         where = f"iceberg table {self.factory.table!r}, txid {txid}"
-        plan = plan_schema(
-            data.schema, table.schema().as_arrow(), evolve=self.factory.evolve_schema, where=where
-        )
+        plan = self._plan(data.schema, table.schema().as_arrow(), txid)
         data = align(data, plan)
         summary = {
             "trident.app-id": self.factory.app_id,

@@ -12,6 +12,10 @@ a column of the table, all ``None``            written as nulls of the table's t
 a column of the table, another type            refused (:class:`SchemaMismatchError`)
 a column the table lacks                       added as a nullable column when the sink
                                                evolves (``evolve_schema=True``), else refused
+a column the table lacks (or a first batch's   not written until a batch gives it a type (its
+column), all ``None``: no type yet             rows read ``None`` there) when the sink
+                                               evolves; else, and for a merge key or partition
+                                               column, refused naming the fix (``schema=``)
 no value for a nullable column of the table    nulls (an older txid's rows, replayed after the
                                                table gained a column, keep the schema they had)
 no value for a required column of the table    refused
@@ -34,10 +38,18 @@ or drop them from the written fields
 >>> data = pa.table({"word": ["a"], "n": pa.array([1], pa.int32())})
 >>> align(data, plan_schema(data.schema, table, evolve=False, where="t")).schema.types
 [DataType(string), DataType(int64)]
+
+A first batch (no table yet) whose ``lang`` has no type: the table is made without it.
+
+>>> first = pa.table({"word": ["a"], "lang": pa.nulls(1)})
+>>> plan = plan_schema(first.schema, None, evolve=True, where="table t, txid 1")
+>>> plan.untyped, align(first, plan).column_names
+(('lang',), ['word'])
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -55,6 +67,9 @@ class SchemaPlan:
 
     added: tuple[pa.Field, ...]
     target: pa.Schema | None
+    untyped: tuple[str, ...] = ()
+    """Columns left out of the write: new (or the first batch's), every value ``None``, so of
+    no type yet; added by the first batch that gives them one."""
 
 
 def _widens(source: pa.DataType, target: pa.DataType) -> bool:
@@ -72,19 +87,25 @@ def _widens(source: pa.DataType, target: pa.DataType) -> bool:
 
 
 def plan_schema(
-    batch: pa.Schema, table: pa.Schema | None, *, evolve: bool, where: str
+    batch: pa.Schema,
+    table: pa.Schema | None,
+    *,
+    evolve: bool,
+    where: str,
+    keys: Sequence[str] = (),
 ) -> SchemaPlan:
     """Check ``batch`` against the ``table``'s schema (``None``: no table yet) by the rules of
-    this module.
+    this module. ``keys``: columns that must have a type (merge keys, partition columns).
 
     Raises
     ------
     SchemaMismatchError
         For a column of another type, a required column the batch lacks, a new column when the
-        sink does not evolve, or a new column whose type is unknown (all ``None``).
+        sink does not evolve, or a new column whose type is unknown (all ``None``) when the
+        sink does not evolve or the column is one of ``keys``.
     """
     if table is None:
-        return SchemaPlan((), None)
+        return _first_batch(batch, evolve=evolve, where=where, keys=keys)
     known = set(table.names)
     conflicts = [
         f"{f.name}: {f.type} into {table.field(f.name).type}"
@@ -113,14 +134,44 @@ def plan_schema(
         )
         raise SchemaMismatchError(msg)
     untyped = [f.name for f in new if pa.types.is_null(f.type)]
-    if untyped:
+    _refuse_untyped_keys(untyped, keys, where)
+    added = tuple(f.with_nullable(True) for f in new if f.name not in untyped)
+    return SchemaPlan(added, pa.schema([*table, *added]), tuple(untyped))
+
+
+def _first_batch(batch: pa.Schema, *, evolve: bool, where: str, keys: Sequence[str]) -> SchemaPlan:
+    """The plan of the batch that creates the table: a column of no type is left out (the
+    table is made without it) when the sink evolves; else it is refused."""
+    untyped = [f.name for f in batch if pa.types.is_null(f.type)]
+    if not untyped:
+        return SchemaPlan((), None)
+    _refuse_untyped_keys(untyped, keys, where)
+    typed = [f for f in batch if f.name not in untyped]
+    if not evolve or not typed:
+        why = (
+            "a sink that does not evolve could never add them later"
+            if typed
+            else "no column of the batch has a type"
+        )
         msg = (
-            f"{where}: new columns {untyped} hold only None, so their type is unknown; nothing "
-            f"was written; hint: give the sink schema=pyarrow.schema([...]) naming their types"
+            f"{where}: columns {untyped} hold only None, so their type is unknown, and the "
+            f"table is made from this first batch ({why}); nothing was written; hint: give the "
+            f"sink schema=pyarrow.schema([...]) naming their types"
+            + ("" if evolve else ", or pass evolve_schema=True to add them once typed")
         )
         raise SchemaMismatchError(msg)
-    added = tuple(f.with_nullable(True) for f in new)
-    return SchemaPlan(added, pa.schema([*table, *added]))
+    return SchemaPlan((), pa.schema(typed), tuple(untyped))
+
+
+def _refuse_untyped_keys(untyped: Sequence[str], keys: Sequence[str], where: str) -> None:
+    bad = [k for k in keys if k in untyped]
+    if bad:
+        msg = (
+            f"{where}: key or partition columns {bad} hold only None, so their type is unknown; "
+            f"nothing was written; hint: give the sink schema=pyarrow.schema([...]) naming "
+            f"their types"
+        )
+        raise SchemaMismatchError(msg)
 
 
 def align(data: pa.Table, plan: SchemaPlan) -> pa.Table:
