@@ -30,8 +30,30 @@ they are never read). A range's rows must still have the digest recorded with it
 harness itself: it never changes rows of a committed range). The states are compared with the
 reference key by key after every commit; the first difference is reported with the seed.
 
-The runtime is the caller's: ``process(steps, txid)`` (default ``steps.process_local``). The
-project's command line runs it on Spark as well (``bash scripts/source-chaos.sh``).
+The replay profile (issue 32; ``replays``, ``redeploys``, ``sizes``, ``sinks``) adds, over the
+table source:
+
+* replays of older txids, not just the newest: through the lifecycle as a ``conf txid`` run does
+  (begin re-binds the txid, the process task skips a committed txid, the commit must answer
+  "already committed", success runs), and straight into each state, one state at a time (the
+  txid processed again and applied without the coordinator's check, as a commit whose record
+  was lost would): each state must then hold exactly what it held, or refuse the txid with a
+  Trident error having written nothing;
+* new deployments of the same topology name with another ``parallelism_hint`` (1-4) between
+  batches and between a failed attempt that wrote its states and its retry: the partial stage
+  of the aggregated states and the commit partitions of the sinks follow the hint; a retry
+  refused for its partition count is run again on the deployment that first wrote it, as an
+  operator would;
+* batches of very different sizes: 1 row, 2-6 rows, or 1,000-4,000 rows;
+* append sinks of every row (``id, word, amount``): an Iceberg table (SQL catalog in the state
+  database) and a Delta table, compared row by row (each committed row exactly once).
+
+The reference of the replay profile is kept per committed range (read once, its digest checked)
+and every range is read again every 20 commits and at the end.
+
+The runtime is the caller's: ``process(steps, txid)`` (default ``steps.process_local``), which
+returns the staged manifest. The project's command line runs it on Spark as well
+(``bash scripts/source-chaos.sh``).
 
 Example (SQLite, in-process, memory coordinator; ~1 s)::
 
@@ -41,20 +63,23 @@ Example (SQLite, in-process, memory coordinator; ~1 s)::
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
+import shutil
 import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
 
 from airflow_trident.batch.steps import BatchSteps
 from airflow_trident.coordination.memory import MemoryCoordinatorStore
-from airflow_trident.errors import ConfigurationError, SpoutEmitError
+from airflow_trident.errors import ConfigurationError, SpoutEmitError, TridentError
 from airflow_trident.operation import Count, Sum
 from airflow_trident.runtime.staging import StagingArea
 from airflow_trident.spout.database_table import DatabaseTableSpout
@@ -67,6 +92,14 @@ __all__ = ["SOURCE_FAULTS", "SourceChaosConfig", "SourceChaosReport", "run_sourc
 MODES = ("transactional", "opaque")
 SPOUT = "events"
 STATES = ("counts", "sums")
+SINKS = ("iceberg", "delta")
+HINTS = (1, 2, 3, 4)
+"""The ``parallelism_hint`` of the replay profile's deployments."""
+REPLAY_WINDOW = 12
+"""Replays into the states pick among the newest txids whose metadata the coordinator keeps
+(16)."""
+VERIFY_EVERY = 20
+"""The replay profile reads every committed range again every this many commits."""
 
 SOURCE_FAULTS: dict[str, str] = {
     "files_land_during_batch": "file log: files land between begin, process and commit",
@@ -83,6 +116,10 @@ SOURCE_FAULTS: dict[str, str] = {
     "delete_before_retry": "a row of the failed txid's ranges is deleted before the retry",
     "insert_below_mark": "a row is inserted inside the failed txid's range before the retry",
     "commit_again": "a committed txid's commit runs again",
+    "replay_older_txid": "a committed txid replayed through the lifecycle (a conf txid run)",
+    "replay_into_states": "a committed txid processed again and applied to each state directly",
+    "redeploy": "the topology deployed again with another parallelism_hint between batches",
+    "redeploy_before_retry": "deployed again with another hint after an attempt wrote states",
 }
 """Fault kind -> what it simulates."""
 
@@ -110,6 +147,16 @@ class SourceChaosConfig:
         Chance that an attempt fails (and that a fault is applied between steps).
     partitions, max_rows:
         The table source's partitions and rows per partition per batch.
+    replays:
+        Chance, after each commit, of a replay of a committed txid (the newest or an older
+        one): through the lifecycle, or (transactional mode) into each state directly.
+    redeploys:
+        Chance, before each batch and after an attempt that wrote its states, that the
+        topology is deployed again with another ``parallelism_hint``.
+    sizes:
+        Batches of 1 row, a few, or thousands (``max_rows`` must hold them).
+    sinks:
+        Append sinks of every row besides the aggregated states: ``iceberg``, ``delta``.
     """
 
     seed: int
@@ -119,6 +166,10 @@ class SourceChaosConfig:
     fault_rate: float = 0.4
     partitions: int = 2
     max_rows: int = 4
+    replays: float = 0.0
+    redeploys: float = 0.0
+    sizes: bool = False
+    sinks: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -130,6 +181,35 @@ class SourceChaosConfig:
         if self.source == "file_log" and self.mode != "transactional":
             msg = "the file log schedule runs the transactional file log (mode='transactional')"
             raise ConfigurationError(msg)
+        unknown = [s for s in self.sinks if s not in SINKS]
+        if unknown:
+            msg = f"unknown sinks {unknown}: use {', '.join(SINKS)}"
+            raise ConfigurationError(msg)
+        if self.sinks and self.mode != "transactional":
+            msg = "the Iceberg and Delta sinks take a transactional source (mode='transactional')"
+            raise ConfigurationError(msg)
+        if self.source != "table" and (self.replays or self.redeploys or self.sizes or self.sinks):
+            msg = "replays, redeploys, sizes and sinks are options of the table source"
+            raise ConfigurationError(msg)
+        if self.sizes and self.max_rows < 4000:
+            msg = "sizes=True makes batches of up to 4,000 rows: max_rows must be >= 4000"
+            raise ConfigurationError(msg)
+
+    @property
+    def shaped(self) -> bool:
+        """The replay profile: the states' and sinks' partitions follow a parallelism hint."""
+        return bool(self.redeploys or self.sinks or self.replays)
+
+    @classmethod
+    def replay_profile(cls, seed: int, mode: str = "transactional", **kw: Any) -> SourceChaosConfig:
+        """The replay profile (issue 32): older txids replayed, deployments with other hints,
+        batches of 1 to 4,000 rows; the Iceberg and Delta sinks in transactional mode."""
+        sinks = SINKS if mode == "transactional" else ()
+        options: dict[str, Any] = {
+            "replays": 0.25, "redeploys": 0.1, "sizes": True, "sinks": sinks, "max_rows": 4000
+        }  # fmt: skip
+        options.update(kw)
+        return cls(seed=seed, mode=mode, **options)
 
     def replay_command(self) -> str:
         """The configuration that replays this schedule (fields that are not defaults).
@@ -158,6 +238,16 @@ class SourceChaosReport:
     differences: list[str] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
     elapsed_s: float = 0.0
+    rows_different: int = 0
+    """Sink rows different from the reference (each committed row exactly once), at the worst
+    check."""
+    replays: Counter[str] = field(default_factory=Counter)
+    """Replay outcomes: ``lifecycle: already committed``, ``<state>: same`` or ``<state>:
+    refused (<error>)``."""
+    sizes: Counter[str] = field(default_factory=Counter)
+    """Committed batches by rows read: ``0``, ``1``, ``2-9``, ``10-999``, ``1000+``."""
+    shapes: Counter[str] = field(default_factory=Counter)
+    """Commits whose sink partition count differed from the deployment's hint."""
 
     @property
     def ok(self) -> bool:
@@ -176,9 +266,29 @@ class SourceChaosReport:
             f"  refused as expected: {dict(sorted(self.refused.items()))}",
             f"  keys different from the reference: {len(self.differences)}",
         ]
+        if c.shaped or c.sizes:
+            lines[-1:] = [
+                f"  replays: {dict(sorted(self.replays.items()))}",
+                f"  batches by rows read: {dict(sorted(self.sizes.items()))}",
+                f"  sink partitions not the hint: {dict(sorted(self.shapes.items()))}",
+                f"  keys or rows different from the reference: {len(self.differences)} checks "
+                f"found differences, {self.rows_different} sink rows at worst",
+            ]
         lines += [f"    {d}" for d in self.differences[:limit]]
         lines += [f"  VIOLATION seed={c.seed}: {v}" for v in self.violations[:limit]]
         return "\n".join(lines)
+
+
+def _bucket(records: int) -> str:
+    """A batch's size class: ``0``, ``1``, ``2-9``, ``10-999`` or ``1000+`` rows.
+
+    >>> [_bucket(n) for n in (0, 1, 5, 10, 3000)]
+    ['0', '1', '2-9', '10-999', '1000+']
+    """
+    for most, name in ((0, "0"), (1, "1"), (9, "2-9"), (999, "10-999")):
+        if records <= most:
+            return name
+    return "1000+"
 
 
 class _Chaos:
@@ -214,7 +324,7 @@ class _Chaos:
         self.spout = DatabaseTableSpout(
             url,
             self.table,
-            ["word", "amount"],
+            ["id", "word", "amount"] if config.sinks else ["word", "amount"],
             partitions=config.partitions,
             partition_column="part",
             max_rows_per_batch=config.max_rows,
@@ -224,36 +334,105 @@ class _Chaos:
             s: sql_state(None, f"{name}_{s}", kind, key_fields=("word",), value_type="bigint")
             for s in STATES
         }
-        t = TridentTopology(name)
-        source: Any = self.spout.as_opaque() if kind == "opaque" else self.spout
-        words = t.new_stream(SPOUT, source).group_by(["word"])
+        self.sink_dir = Path(staging).parent / f"{name}_sinks"
+        self.sinks = {s: self._sink_factory(s) for s in config.sinks}
+        self.staging_dir = staging
+        self.store = store
+        self.ranges: list[tuple[int, str, dict[str, Any]]] = []  # committed (txid, part, meta)
+        self.read: list[list[tuple[int, str, int]]] = []  # each range's rows (id, word, amount)
+        self.hint = 2
+        self.hint_of: dict[int, int] = {}  # committed txid -> the hint of its deployment
+        self.report = SourceChaosReport(config)
+        self.steps = self._deploy(self.hint)
+
+    # -- the deployments ------------------------------------------------------------------------
+
+    def _sink_factory(self, sink: str) -> Any:
+        if sink == "iceberg":
+            from airflow_trident.state.iceberg import iceberg_state
+
+            warehouse = self.sink_dir / "warehouse"
+            warehouse.mkdir(parents=True, exist_ok=True)
+            return iceberg_state(
+                f"chaos.{self.name}_rows", f"{self.name}.rows", warehouse=f"file://{warehouse}"
+            )
+        from airflow_trident.state.delta import delta_state
+
+        return delta_state(str(self.sink_dir / "delta_rows"), f"{self.name}.rows")
+
+    def _topology(self, hint: int) -> TridentTopology:
+        """The topology as deployed with ``parallelism_hint(hint)`` (the replay profile; the
+        other profiles have no hint)."""
+        t = TridentTopology(self.name)
+        source: Any = self.spout.as_opaque() if self.c.mode == "opaque" else self.spout
+        stream = t.new_stream(SPOUT, source)
+        if self.c.shaped:
+            words = stream.partition_by(["word"]).parallelism_hint(hint).group_by(["word"])
+        else:
+            words = stream.group_by(["word"])
         words.persistent_aggregate(self.factories["counts"], Count(), ["n"], name="counts")
         words.persistent_aggregate(
             self.factories["sums"], ["amount"], Sum(), ["total"], name="sums"
         )
-        self.steps = BatchSteps(t, store, StagingArea(staging, name), states=StateBinding(url))
-        self.store = store
-        self.ranges: list[tuple[int, str, dict[str, Any]]] = []  # committed (txid, part, meta)
-        self.report = SourceChaosReport(config)
+        for sink, factory in self.sinks.items():
+            from airflow_trident.state.delta import DeltaWriter
+            from airflow_trident.state.iceberg import IcebergWriter
+
+            writer: Any = IcebergWriter() if sink == "iceberg" else DeltaWriter()
+            rows = stream.partition_by(["id"]).parallelism_hint(hint)
+            rows.partition_persist(factory, ["id", "word", "amount"], writer, name=sink)
+        return t
+
+    def _deploy(self, hint: int) -> BatchSteps:
+        """A new deployment of the topology (same name, coordinator and states)."""
+        self.hint = hint
+        self.steps = BatchSteps(
+            self._topology(hint),
+            self.store,
+            StagingArea(self.staging_dir, self.name),
+            states=StateBinding(self.url),
+        )
+        return self.steps
+
+    def redeploy(self, kind: str) -> None:
+        self._deploy(self.rng.choice([h for h in HINTS if h != self.hint]))
+        self.report.faults[kind] += 1
 
     # -- the table ------------------------------------------------------------------------------
 
-    def _sql(self, sql: str, **params: Any) -> Any:
+    def _sql(self, sql: str, many: list[dict[str, Any]] | None = None, **params: Any) -> Any:
         with self.engine.begin() as conn:
-            return conn.execute(sa.text(sql), params)
+            return conn.execute(sa.text(sql), params if many is None else many)
 
     def insert(self, n: int) -> None:
-        """``n`` new rows with ids above every mark."""
+        """``n`` new rows with ids above every mark (one transaction)."""
+        rows = []
         for _ in range(n):
-            self._insert(self.next_id)
+            rows.append(self._row(self.next_id))
             self.next_id += 2
+        if rows:
+            self._sql(
+                f"INSERT INTO {self.table} (id, part, word, amount) VALUES (:i, :p, :w, :a)", rows
+            )
+
+    def _row(self, row_id: int) -> dict[str, Any]:
+        word = f"w{int(self.rng.paretovariate(1.2)) % 40:02d}"
+        return {"i": row_id, "p": self.rng.randrange(1000), "w": word, "a": self.rng.randint(1, 9)}
 
     def _insert(self, row_id: int) -> None:
-        word = f"w{int(self.rng.paretovariate(1.2)) % 40:02d}"
         self._sql(
             f"INSERT INTO {self.table} (id, part, word, amount) VALUES (:i, :p, :w, :a)",
-            i=row_id, p=self.rng.randrange(1000), w=word, a=self.rng.randint(1, 9),
-        )  # fmt: skip
+            [self._row(row_id)],
+        )
+
+    def _size(self) -> int:
+        """A batch's new rows in the replay profile: 1, a few, or thousands."""
+        roll = self.rng.random()
+        if roll < 0.35:
+            return 1
+        if roll < 0.7:
+            return self.rng.randint(2, 6)
+        return self.rng.randint(1000, 4000)
 
     def _marks(self) -> int:
         """The lowest committed high-water mark over the partitions (0: none)."""
@@ -352,34 +531,84 @@ class _Chaos:
     def record(self, txid: int) -> None:
         for part, meta in self._metas(txid).items():
             self.ranges.append((txid, part, meta))
+            self.read.append(self._range_rows(txid, part, meta))
+
+    def _range_rows(self, txid: int, part: str, meta: dict[str, Any]) -> list[tuple[int, str, int]]:
+        """The rows of a committed range (late rows excluded); checks they still have the
+        digest the range was read with."""
+        source = self.spout.range(part, meta)
+        with self.spout.connect() as conn:
+            table = self.spout.table_object()
+            query = sa.select(table.c.id, table.c.word, table.c.amount).where(*source._where(table))
+            rows = [(int(i), str(w), int(a)) for i, w, a in conn.execute(query)]
+        read = [r for r in rows if r[0] not in self.late]
+        if len(read) == len(rows):
+            got, digest = source.read()
+            if len(got) != int(meta["count"]) or digest != meta.get("digest"):
+                self._violation(
+                    f"txid {txid} partition {part}: the rows of its committed range changed "
+                    f"(the harness must not change them): {len(got)} rows, digest {digest}"
+                )
+        elif len(read) != int(meta["count"]):
+            self._violation(f"txid {txid} partition {part}: {len(read)} rows, {meta}")
+        return read
+
+    def _verify_ranges(self) -> None:
+        """Read every committed range again: the rows each was read with, still there."""
+        for (txid, part, meta), kept in zip(self.ranges, self.read, strict=True):
+            if sorted(self._range_rows(txid, part, meta)) != sorted(kept):
+                self._violation(f"txid {txid} partition {part}: its rows changed since its commit")
 
     def reference(self) -> dict[str, Counter[str]]:
-        """Counts and sums of the rows the committed ranges name (late rows excluded); checks
-        each range's rows still have the digest it was read with."""
+        """Counts and sums of the rows the committed ranges name (late rows excluded); each
+        range's rows still have the digest it was read with (every commit; in the replay
+        profile every :data:`VERIFY_EVERY` commits)."""
+        if not self.c.sizes or len(self.hint_of) % VERIFY_EVERY == 0:
+            self._verify_ranges()
         counts: Counter[str] = Counter()
         sums: Counter[str] = Counter()
-        for txid, part, meta in self.ranges:
-            source = self.spout.range(part, meta)
-            with self.spout.connect() as conn:
-                table = self.spout.table_object()
-                query = sa.select(table.c.id, table.c.word, table.c.amount).where(
-                    *source._where(table)
-                )
-                rows = [tuple(r) for r in conn.execute(query)]
-            read = [r for r in rows if int(r[0]) not in self.late]
-            if len(read) == len(rows):
-                got, digest = source.read()
-                if len(got) != int(meta["count"]) or digest != meta.get("digest"):
-                    self._violation(
-                        f"txid {txid} partition {part}: the rows of its committed range changed "
-                        f"(the harness must not change them): {len(got)} rows, digest {digest}"
-                    )
-            elif len(read) != int(meta["count"]):
-                self._violation(f"txid {txid} partition {part}: {len(read)} rows, {meta}")
+        for read in self.read:
             for _, word, amount in read:
-                counts[str(word)] += 1
-                sums[str(word)] += int(amount)
+                counts[word] += 1
+                sums[word] += amount
         return {"counts": counts, "sums": sums}
+
+    def sink_rows(self, sink: str) -> Counter[tuple[int, str, int]]:
+        """The rows ``(id, word, amount)`` the sink's table holds, with their multiplicity."""
+        factory = self.sinks[sink]
+        columns = ["id", "word", "amount"]
+        if sink == "iceberg":
+            table = factory.located_at(self.url).load_table()
+            data = None if table is None else table.scan(selected_fields=tuple(columns)).to_arrow()
+        else:
+            from deltalake import DeltaTable
+
+            path = factory.path
+            found = DeltaTable.is_deltatable(path)
+            data = DeltaTable(path).to_pyarrow_table(columns=columns) if found else None
+        if data is None:
+            return Counter()
+        got = zip(*(data.column(c).to_pylist() for c in columns), strict=True)
+        return Counter((int(i), str(w), int(a)) for i, w, a in got)
+
+    def check_sinks(self, txid: int) -> None:
+        """Every committed row exactly once in each sink, no other row."""
+        want = Counter(r for read in self.read for r in read)
+        for sink in self.sinks:
+            have = self.sink_rows(sink)
+            diff = (have - want) + (want - have)
+            if not diff:
+                continue
+            self.report.rows_different = max(self.report.rows_different, sum(diff.values()))
+            first = sorted(diff)[:3]
+            shown = [f"id={r[0]} expected={want[r]} got={have[r]}" for r in first]
+            text = (
+                f"seed={self.c.seed} mode={self.c.mode} txid={txid} sink={sink}: "
+                f"{sum(diff.values())} rows different ({sum(have.values())} rows, "
+                f"{sum(want.values())} expected); first: {', '.join(shown)}"
+            )
+            self.report.differences.append(text)
+            self.echo(f"DIFFERENCE {text}")
 
     def stored(self) -> dict[str, dict[str, int]]:
         found: dict[str, dict[str, int]] = {}
@@ -389,9 +618,12 @@ class _Chaos:
             found[s] = {str(r["word"]): int(r["val"]) for r in rows}
         return found
 
-    def check(self, txid: int) -> None:
+    def check(self, txid: int, *, sinks: bool = False) -> None:
+        """The states (and, with ``sinks``, the sinks' rows) against the reference."""
         want = self.reference()
         have = self.stored()
+        if sinks and self.c.sinks:
+            self.check_sinks(txid)
         for s in STATES:
             for key in sorted(set(want[s]) | set(have[s])):
                 expected = want[s].get(key)
@@ -416,15 +648,20 @@ class _Chaos:
 
     def batch(self, *, faults: bool) -> int:
         """One txid, attempted until it commits; returns the rows it read."""
+        if faults and self.c.redeploys and self.rng.random() < self.c.redeploys:
+            self.redeploy("redeploy")
         if faults and self._fault():
             self.insert(self.rng.randint(1, 3))
             self.report.faults["insert_during_batch"] += 1
         txid = int(self.steps.begin(None)["txid"])
         undo: list[Callable[[], None]] = []
+        written: int | None = None  # the hint of the deployment that first wrote its states
+        refused = False
+        manifest: Any = None
         for attempt in range(1, 31):
             faulty = faults and attempt <= 5  # then the txid is left to commit
             try:
-                self.process(self.steps, txid)
+                manifest = self.process(self.steps, txid)
             except SpoutEmitError as exc:
                 if self.c.mode == "opaque" or not undo:
                     self._violation(f"txid {txid} attempt {attempt}: unexpected {exc}")
@@ -439,38 +676,140 @@ class _Chaos:
             if faulty and self._fault():
                 if self.rng.random() < 0.6:
                     plan = self.steps.plan(txid)
-                    manifest = self.steps.staging.verified_manifest(plan.attempt, plan.metas)
-                    self.steps.apply_staged(plan, manifest)
+                    staged = self.steps.staging.verified_manifest(plan.attempt, plan.metas)
+                    try:
+                        self.steps.apply_staged(plan, staged)
+                        written = self.hint if written is None else written
+                    except TridentError as exc:  # written with another partition count
+                        if written in (None, self.hint):
+                            self._violation(f"txid {txid} attempt {attempt}: {exc!r}")
+                            return 0
+                        self.report.refused[type(exc).__name__] += 1
+                        refused = True
                     self.report.faults["fail_after_state"] += 1
                 else:
                     self.report.faults["fail_after_process"] += 1
                 if self.rng.random() < 0.7:
                     undo += self.mutate(txid)
+                if self.c.redeploys and written is not None and self.rng.random() < 0.5:
+                    self.redeploy("redeploy_before_retry")
                 continue
             if undo and self.c.mode == "transactional":
                 self._violation(f"txid {txid}: a retry read changed rows without refusing them")
-            summary = self.steps.commit(txid)
+            try:
+                summary = self.steps.commit(txid)
+            except TridentError as exc:
+                if written in (None, self.hint):
+                    self._violation(f"txid {txid} attempt {attempt}: commit failed: {exc!r}")
+                    return 0
+                # refused for its partition count: the operator deploys the hint that wrote it
+                self.report.refused[type(exc).__name__] += 1
+                refused = True
+                self._deploy(written)
+                continue
             if not summary.get("applied"):
                 self._violation(f"txid {txid}: commit did not apply: {summary}")
             self.steps.success(txid)
+            self.hint_of[txid] = self.hint
+            self._shapes(manifest, int(summary.get("records_in", 0)))
             self.record(txid)
             if faults and self._fault():
                 again = self.steps.commit(txid)
                 self.report.faults["commit_again"] += 1
                 if again.get("applied"):
                     self._violation(f"txid {txid}: a second commit applied again")
-            self.check(txid)
+            self.check(txid, sinks=refused or written is not None or txid % 10 == 0)
+            if faults and self.c.replays and self.rng.random() < self.c.replays:
+                self.replay()
             if faults and self._fault():
                 self.out_of_order()
             return int(summary.get("records_in", 0))
         self._violation(f"txid {txid} did not commit in 30 attempts")
         return 0
 
+    def _shapes(self, manifest: Any, records: int) -> None:
+        """Count the batch by size, and the sinks whose commit partitions were not the hint."""
+        if not (self.c.sizes or self.c.shaped):
+            return
+        self.report.sizes[_bucket(records)] += 1
+        states = manifest.get("states", {}) if isinstance(manifest, dict) else {}
+        for sink in self.sinks:
+            n = len(states.get(sink, {}).get("files", []))
+            if n != self.hint:
+                self.report.shapes[f"{sink}: {n} for hint {self.hint}"] += 1
+
+    # -- replays of committed txids -------------------------------------------------------------
+
+    def replay(self) -> None:
+        """A committed txid (the newest or older) replayed: through the lifecycle, or
+        (transactional mode) into each state directly."""
+        committed = self.store.committed_txid()
+        if self.c.mode == "transactional" and self.rng.random() < 0.5:
+            self.replay_into_states(self.rng.randint(max(1, committed - REPLAY_WINDOW), committed))
+            self.check(committed, sinks=True)
+        else:
+            self.replay_through_lifecycle(self.rng.randint(1, committed))
+            self.check(committed)
+
+    def replay_through_lifecycle(self, txid: int) -> None:
+        """What a run triggered with ``conf={"txid": txid}`` does: begin re-binds the txid, the
+        process task skips a committed txid, the commit answers "already committed", success
+        runs."""
+        self.report.faults["replay_older_txid"] += 1
+        run_id = f"replay__{uuid.uuid4().hex[:12]}"
+        try:
+            begun = int(self.steps.begin(run_id, txid)["txid"])
+            summary = self.steps.commit(txid)
+            self.steps.success(txid)
+        except TridentError as exc:
+            self._violation(f"replay of committed txid {txid}: {exc!r}")
+            return
+        if begun != txid or summary.get("applied") or summary.get("reason") != "already committed":
+            self._violation(f"replay of committed txid {txid}: begun {begun}, commit {summary}")
+        self.report.replays["lifecycle: already committed"] += 1
+
+    def _held(self, name: str) -> Any:
+        return self.sink_rows(name) if name in self.sinks else self.stored()[name]
+
+    def replay_into_states(self, txid: int) -> None:
+        """Committed ``txid`` processed again (a new attempt of its metadata, on the current
+        deployment) and applied to each state alone, without the coordinator's check: each
+        must hold what it held, or refuse the txid with a Trident error."""
+        self.report.faults["replay_into_states"] += 1
+        hint = "same hint" if self.hint_of.get(txid) == self.hint else "other hint"
+        try:
+            self.steps.begin(f"replay__{uuid.uuid4().hex[:12]}", txid)
+            self.process(self.steps, txid)
+            plan = self.steps.plan(txid)
+            manifest = self.steps.staging.verified_manifest(plan.attempt, plan.metas)
+            staged = self.steps.staging.read_states(manifest)
+        except TridentError as exc:  # e.g. a late row inside its range: the emit refuses it
+            self.report.refused[type(exc).__name__] += 1
+            self.report.replays[f"emit: refused ({type(exc).__name__})"] += 1
+            return
+        for name in staged:
+            before = self._held(name)
+            try:
+                self.steps.apply_result(txid, staged, only=frozenset({name}), revert=False)
+                outcome = "same"
+            except TridentError as exc:
+                self.report.refused[type(exc).__name__] += 1
+                outcome = f"refused ({type(exc).__name__})"
+            if self._held(name) != before:
+                outcome = f"CHANGED after {outcome}"
+                self._violation(
+                    f"replay of committed txid {txid} (committed with hint "
+                    f"{self.hint_of.get(txid)}, replayed with {self.hint}) changed state {name}"
+                )
+            self.report.replays[f"{name} ({hint}): {outcome}"] += 1
+
     def run(self) -> SourceChaosReport:
         started = time.monotonic()
-        self.insert(self.c.partitions * self.c.max_rows)
+        self.insert(self._size() if self.c.sizes else self.c.partitions * self.c.max_rows)
         while self.store.committed_txid() < self.c.batches and not self.report.violations:
-            if self.rng.random() < 0.7:
+            if self.c.sizes:
+                self.insert(self._size())
+            elif self.rng.random() < 0.7:
                 self.insert(self.rng.randint(0, 2 * self.c.max_rows))
             self.batch(faults=True)
         for _ in range(200):  # drain without faults
@@ -478,6 +817,9 @@ class _Chaos:
                 break
             self.batch(faults=False)
         self.report.batches = self.store.committed_txid()
+        if self.c.sizes or self.c.shaped:
+            self._verify_ranges()
+            self.check(self.report.batches, sinks=True)
         with self.engine.connect() as conn:
             self.report.rows = int(
                 conn.execute(sa.text(f"SELECT count(*) FROM {self.table}")).scalar_one()
@@ -497,6 +839,11 @@ class _Chaos:
             for factory in self.factories.values():
                 conn.execute(sa.schema.DropTable(factory.layout.table, if_exists=True))
         self.engine.dispose()
+        if "iceberg" in self.sinks:
+            with contextlib.suppress(Exception):
+                factory = self.sinks["iceberg"].located_at(self.url)
+                factory.load_catalog().drop_table(factory.table)
+        shutil.rmtree(self.sink_dir, ignore_errors=True)
 
 
 class _FileChaos(_Chaos):
