@@ -279,6 +279,31 @@ class DeltaState:
         return StateError(msg)
 
     def _already_written(self, table: Any, txid: int) -> bool:
+        """Whether this partition must write nothing of ``txid``: the app wrote a later txid
+        (so ``txid`` is complete in the table: the coordinator commits txids in order), or this
+        partition wrote ``txid``. A replay of the newest txid with another partition count is
+        refused: which of its rows landed cannot be told."""
+        last = table.transaction_version(self.factory.app_id)
+        if last is not None:
+            last_txid, count = divmod(last, _COUNT_BASE)
+            if last_txid > txid:
+                log.info(
+                    "delta table %s: txid %d is older than txid %d, the newest app %s wrote "
+                    "(%d partitions; this replay has %d): complete in the table, partition %d "
+                    "writes nothing",
+                    self.factory.path, txid, last_txid, self.factory.app_id, count, self.count,
+                    self.index,
+                )  # fmt: skip
+                return True
+            if last_txid == txid and count != self.count:
+                msg = (
+                    f"delta table {self.factory.path!r}: txid {txid} was written with {count} "
+                    f"partitions and is committed again with {self.count}; writing would repeat "
+                    f"rows. Nothing was written; hint: replay the txid with the topology's "
+                    f"parallelism of its first commit (docs/reliability.md: a txid's shape on "
+                    f"replay)"
+                )
+                raise StateError(msg)
         mine = table.transaction_version(self.partition_app_id)
         if mine is not None and mine >= txid:
             log.info(
@@ -286,16 +311,6 @@ class DeltaState:
                 self.factory.path, txid, self.index, mine,
             )  # fmt: skip
             return True
-        last = table.transaction_version(self.factory.app_id)
-        if last is not None and last // _COUNT_BASE == txid and last % _COUNT_BASE != self.count:
-            count = last % _COUNT_BASE
-            msg = (
-                f"delta table {self.factory.path!r}: txid {txid} was written with {count} "
-                f"partitions and is committed again with {self.count}; writing would repeat "
-                f"rows. Nothing was written; hint: keep the commit's partition count of a "
-                f"txid's replays (disable Spark's partition coalescing for this topology)"
-            )
-            raise StateError(msg)
         return False
 
     def _write(self, table: Any, rows: list[dict[str, Any]], txid: int) -> None:

@@ -442,7 +442,32 @@ class IcebergState:
         return table is not None and self._already_written(table, txid)
 
     def _already_written(self, table: Any, txid: int) -> bool:
+        """Whether this partition must write nothing of ``txid``: the app wrote a later txid
+        (so ``txid`` is complete in the table: the coordinator commits txids in order), or this
+        partition wrote ``txid``. A replay of the newest txid with another partition count is
+        refused: which of its rows landed cannot be told."""
         props = table.properties
+        last = props.get(self.app_key)
+        if last is not None:
+            last_txid, _, count = last.partition("/")
+            if int(last_txid) > txid:
+                log.info(
+                    "iceberg table %s: txid %d is older than txid %s, the newest app %s wrote "
+                    "(%s partitions; this replay has %d): complete in the table, partition %d "
+                    "writes nothing",
+                    self.factory.table, txid, last_txid, self.factory.app_id, count, self.count,
+                    self.index,
+                )  # fmt: skip
+                return True
+            if int(last_txid) == txid and int(count) != self.count:
+                msg = (
+                    f"iceberg table {self.factory.table!r}: txid {txid} was written with {count} "
+                    f"partitions and is committed again with {self.count}; writing would repeat "
+                    f"rows. Nothing was written; hint: replay the txid with the topology's "
+                    f"parallelism of its first commit (docs/reliability.md: a txid's shape on "
+                    f"replay)"
+                )
+                raise StateError(msg)
         mine = props.get(self.partition_key)
         if mine is not None and int(mine) >= txid:
             log.info(
@@ -450,17 +475,6 @@ class IcebergState:
                 self.factory.table, txid, self.index, mine,
             )  # fmt: skip
             return True
-        last = props.get(self.app_key)
-        if last is not None:
-            last_txid, _, count = last.partition("/")
-            if int(last_txid) == txid and int(count) != self.count:
-                msg = (
-                    f"iceberg table {self.factory.table!r}: txid {txid} was written with {count} "
-                    f"partitions and is committed again with {self.count}; writing would repeat "
-                    f"rows. Nothing was written; hint: keep the commit's partition count of a "
-                    f"txid's replays (disable Spark's partition coalescing for this topology)"
-                )
-                raise StateError(msg)
         return False
 
     def _plan(self, batch: pa.Schema, table: pa.Schema | None, txid: int) -> SchemaPlan:

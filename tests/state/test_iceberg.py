@@ -116,19 +116,22 @@ def test_partitions_and_two_topologies_committing_at_once_each_land_once(
     commit(factories["ta.e"].make_state(0, 3), 1, [{"app": "ta.e", "p": 0}])  # the table exists
     errors: list[BaseException] = []
 
-    def run(app: str, i: int) -> None:
+    def run(app: str, i: int, txid: int) -> None:
         try:
-            state = factories[app].make_state(i, 3)
-            for txid in (1, 2, 2, 3):  # each partition also retries a commit
-                commit(state, txid, [{"app": app, "p": i}] * 2)
+            commit(factories[app].make_state(i, 3), txid, [{"app": app, "p": i}] * 2)
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
 
-    threads = [threading.Thread(target=run, args=(a, i)) for a in factories for i in range(3)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    # every partition of both topologies commits txid 1, then 2 (and 2 again: a retry), then 3
+    # (a topology's txid starts after every partition of the one before committed)
+    for txid in (1, 2, 2, 3):
+        threads = [
+            threading.Thread(target=run, args=(a, i, txid)) for a in factories for i in range(3)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
     # When every commit is done / Then each (topology, partition, txid) landed once: 2 rows
     assert errors == []
     got = Counter((r["app"], r["p"], r["trident_txid"]) for r in table_rows(factories["ta.e"]))
