@@ -351,7 +351,8 @@ class DeltaState:
                 storage_options=options,
             )
             return
-        predicate = " AND ".join(f"t.{k} = s.{k}" for k in keys)
+        # NULL-safe: a None key field is a key (``t.k = s.k`` never matches it)
+        predicate = " AND ".join(f"t.{k} IS NOT DISTINCT FROM s.{k}" for k in keys)
         (
             table.merge(
                 _last_per_key(data, keys),

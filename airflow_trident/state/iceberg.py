@@ -48,6 +48,7 @@ import copy
 import logging
 import random
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -503,11 +504,42 @@ class IcebergState:
             log.warning("%s: columns %s added to the table", where, [f.name for f in plan.added])
         keys = list(self.factory.merge_keys)
         if keys:
-            tx.upsert(_last_per_key(data, keys), join_cols=keys, snapshot_properties=summary)
+            _upsert(tx, _last_per_key(data, keys), keys, summary)
         else:
             tx.append(data, snapshot_properties=summary)
         tx.set_properties({self.partition_key: str(txid), self.app_key: f"{txid}/{self.count}"})
         tx.commit_transaction()
+
+
+def _upsert(tx: Any, data: pa.Table, keys: list[str], summary: dict[str, str]) -> None:
+    """Upsert ``data`` (one row per key) on ``keys`` in ``tx``. A ``None`` key field is a key:
+    pyiceberg's upsert cannot match it (``EqualTo(k, None)`` is refused), so the rows of such
+    keys replace theirs by a delete (``IsNull``) and an append, in the same transaction."""
+    from pyiceberg.expressions import And, BooleanExpression, EqualTo, IsNull, Or, Reference
+
+    valid = pc.is_valid(data.column(keys[0]))
+    for k in keys[1:]:
+        valid = pc.and_(valid, pc.is_valid(data.column(k)))
+    null = pc.invert(valid)
+    nulls = data.filter(null)
+    plain = data.filter(pc.invert(null)) if nulls.num_rows else data
+    if plain.num_rows:
+        tx.upsert(plain, join_cols=keys, snapshot_properties=summary)
+    if not nulls.num_rows:
+        return
+    matches: list[BooleanExpression] = []
+    for row in nulls.select(keys).to_pylist():
+        terms = [
+            IsNull(term=Reference(k))
+            if row[k] is None
+            else EqualTo(term=Reference(k), value=row[k])
+            for k in keys
+        ]
+        matches.append(terms[0] if len(terms) == 1 else And(*terms))
+    with warnings.catch_warnings():  # a new key matches nothing: pyiceberg warns
+        warnings.filterwarnings("ignore", "Delete operation did not match any records")
+        tx.delete(matches[0] if len(matches) == 1 else Or(*matches), snapshot_properties=summary)
+    tx.append(nulls, snapshot_properties=summary)
 
 
 def _last_per_key(data: pa.Table, keys: Sequence[str]) -> pa.Table:

@@ -49,9 +49,10 @@ class PgBulk:
     >>> bulk = PgBulk(TableLayout.build("wc", state_type="transactional", value_type="bigint"))
     >>> stmt = bulk.combine_statement(CombineOp.SUM, StateType.TRANSACTIONAL, grouped=False)
     >>> print(stmt.compile(dialect=pg.dialect()))  # doctest: +NORMALIZE_WHITESPACE
-    INSERT INTO wc (key, txid, val, prev) SELECT _trident_bulk.key, %(txid)s::BIGINT AS anon_1,
-    _trident_bulk.val, NULL AS anon_2 FROM _trident_bulk ORDER BY _trident_bulk.key
-    ON CONFLICT (key) DO UPDATE SET txid = excluded.txid, val = CASE WHEN
+    INSERT INTO wc (key, trident_null_keys, txid, val, prev) SELECT _trident_bulk.key,
+    _trident_bulk.trident_null_keys, %(txid)s::BIGINT AS anon_1, _trident_bulk.val, NULL AS anon_2
+    FROM _trident_bulk ORDER BY _trident_bulk.key, _trident_bulk.trident_null_keys
+    ON CONFLICT (key, trident_null_keys) DO UPDATE SET txid = excluded.txid, val = CASE WHEN
     (wc.txid = excluded.txid) THEN wc.val ELSE coalesce(wc.val + excluded.val, wc.val,
     excluded.val) END, prev = CASE WHEN (wc.txid = excluded.txid) THEN wc.prev ELSE wc.val END
     WHERE wc.txid <= excluded.txid
@@ -65,11 +66,11 @@ class PgBulk:
         self._put_tmp = layout.bulk_table(stored)
         self._combine_tmp = layout.bulk_table([self._val])
         self._txid = sa.bindparam("txid", type_=sa.BigInteger())
-        self._n_keys = len(layout.key_fields)
+        self._n_keys = len(layout.stored_key_fields)
         self._statements: dict[tuple[CombineOp, StateType, bool], sa.Insert] = {}
-        keys = [self._put_tmp.c[k] for k in layout.key_fields]
+        keys = [self._put_tmp.c[k] for k in layout.stored_key_fields]
         put = pg.insert(table).from_select(
-            [*layout.key_fields, *stored],
+            [*layout.stored_key_fields, *stored],
             sa.select(self._put_tmp).order_by(*keys),
         )
         self._put = put.on_conflict_do_update(
@@ -137,7 +138,7 @@ class PgBulk:
     ) -> sa.Insert:
         """``INSERT INTO t SELECT key, :txid, delta, NULL FROM tmp ORDER BY key ON CONFLICT``."""
         tmp = self._combine_tmp
-        keys = [tmp.c[k] for k in self.layout.key_fields]
+        keys = [tmp.c[k] for k in self.layout.stored_key_fields]
         txid: Any = sa.null() if state_type is StateType.NON_TRANSACTIONAL else self._txid
         val = tmp.c[self._val]
         delta: Any = aggregate_sql(op, val) if grouped else val
@@ -146,7 +147,7 @@ class PgBulk:
         if grouped:
             select = select.group_by(*keys)
         stmt = pg.insert(self.layout.table).from_select(
-            [*self.layout.key_fields, "txid", self._val, *self.layout.prev_columns], select
+            [*self.layout.stored_key_fields, "txid", self._val, *self.layout.prev_columns], select
         )
         set_, where = combine_set(
             state_type, op, self.layout.table.c, stmt.excluded, self.layout.combine_columns
@@ -194,9 +195,9 @@ class PgBulk:
 
     def _find_ahead(self, conn: sa.Connection, txid: int) -> tuple[Key, int | None] | None:
         t, tmp = self.layout.table, self._combine_tmp
-        on = sa.and_(*(t.c[k] == tmp.c[k] for k in self.layout.key_fields))
+        on = sa.and_(*(t.c[k] == tmp.c[k] for k in self.layout.stored_key_fields))
         query = (
-            sa.select(*(t.c[k] for k in self.layout.key_fields), t.c.txid)
+            sa.select(*(t.c[k] for k in self.layout.stored_key_fields), t.c.txid)
             .select_from(tmp.join(t, on))
             .where(sa.or_(t.c.txid > txid, t.c.txid.is_(None)))
             .limit(1)

@@ -43,20 +43,26 @@ from typing import Any
 
 from airflow_trident.errors import ConfigurationError, StateError
 from airflow_trident.state.base import Key, StateType
-from airflow_trident.state.sql.table import TableLayout
+from airflow_trident.state.sql.table import NULL_KEYS, PLACEHOLDERS, TableLayout
 from airflow_trident.state.values import OpaqueValue, TransactionalValue
 
-__all__ = ["Row", "RowCodec", "StateValueNotSerializableError"]
+__all__ = ["NullKeyError", "Row", "RowCodec", "StateValueNotSerializableError"]
 
 Row = tuple[Any, ...]
-"""A table row: the key values, then the layout's ``stored_columns`` (``txid``, ``val``,
-``prev`` for the JSON-value form)."""
+"""A table row: its primary key (:meth:`RowCodec.check_key`: the key values, then the bits of
+the ``None`` ones), then the layout's ``stored_columns`` (``txid``, ``val``, ``prev`` for the
+JSON-value form)."""
 
 _dumps = json.JSONEncoder(allow_nan=False, separators=(",", ":")).encode
 
 
 class StateValueNotSerializableError(StateError, TypeError):
     """A state value that the state table cannot hold (nothing was written)."""
+
+
+class NullKeyError(StateError):
+    """A ``None`` key field for a state table made before ``None`` keys could be stored
+    (nothing of the commit was written)."""
 
 
 class RowCodec:
@@ -67,7 +73,7 @@ class RowCodec:
     >>> from airflow_trident.state.sql.table import TableLayout
     >>> codec = RowCodec(TableLayout.build("c", state_type="transactional", value_type="bigint"))
     >>> codec.encode_rows([("man",)], [TransactionalValue(3, 5)])
-    [('man', 3, 5, None)]
+    [('man', 0, 3, 5, None)]
     >>> codec.decode(3, 5, None)
     TransactionalValue(txid=3, val=5)
     """
@@ -86,6 +92,7 @@ class RowCodec:
         """The encoder of the (first) value column: deltas the database combines."""
         self.decode_val: Callable[[Any], Any] = self._decoders[0]
         self._arity = len(layout.key_fields)
+        self._placeholders = tuple(PLACEHOLDERS[t] for t in layout.key_types)
         self._width = len(layout.value_columns)
         self._no_prev: tuple[None, ...] = (None,) * len(layout.prev_columns)
 
@@ -178,7 +185,7 @@ class RowCodec:
         append = rows.append
         for key, value in zip(keys, values, strict=True):
             try:
-                append((*self.check_key(key), *self.encode(value)))
+                append((*self.check_key(key, _txid_of(value, txid)), *self.encode(value)))
             except StateValueNotSerializableError as exc:
                 batch = _txid_of(value, txid)
                 where = f"key {tuple(key)!r}" + ("" if batch is None else f", txid {batch}")
@@ -186,8 +193,34 @@ class RowCodec:
                 raise StateValueNotSerializableError(msg) from exc.__cause__
         return rows
 
-    def check_key(self, key: Key) -> Key:
-        """Return ``key`` as a tuple, checking its arity (one value per key field)."""
+    def check_key(self, key: Key, txid: int | None = None) -> Key:
+        """Return ``key`` as the table's row holds it (its primary key columns: the key fields,
+        a ``None`` as its type's placeholder, then the bits of the ``None`` fields), checking
+        its arity (one value per key field). ``txid``: the batch writing it (for errors).
+
+        >>> from airflow_trident.state.sql.table import TableLayout
+        >>> codec = RowCodec(TableLayout.build("c", state_type="opaque", key_fields=("a", "b")))
+        >>> codec.check_key(("x", None)), codec.check_key(("x", ""))
+        (('x', '', 2), ('x', '', 0))
+        >>> codec.decode_key(("x", "", 2))
+        ('x', None)
+
+        Raises
+        ------
+        ConfigurationError
+            If the key has another number of values than the table has key fields.
+        NullKeyError
+            If a key field is ``None`` and the table was made before ``None`` keys could be
+            stored (no ``trident_null_keys`` column).
+        """
+        stored = self.stored_key(key)
+        if stored is None:
+            raise self._null_key(tuple(key), txid)
+        return stored
+
+    def stored_key(self, key: Key) -> Key | None:
+        """:meth:`check_key`, or ``None`` for a key the table cannot hold (a ``None`` field in
+        a table made before ``None`` keys: no row can have it)."""
         key = tuple(key)
         if len(key) != self._arity:
             msg = (
@@ -196,7 +229,37 @@ class RowCodec:
                 f"key is the tuple of the group-by fields' values"
             )
             raise ConfigurationError(msg)
-        return key
+        mask = 0
+        for i, value in enumerate(key):
+            if value is None:
+                mask |= 1 << i
+        if not self.layout.null_keys:
+            return None if mask else key
+        if not mask:
+            return (*key, 0)
+        held = self._placeholders
+        return (*(held[i] if v is None else v for i, v in enumerate(key)), mask)
+
+    def decode_key(self, stored: Sequence[Any]) -> Key:
+        """The key of a row's primary key columns (the inverse of :meth:`check_key`)."""
+        if not self.layout.null_keys:
+            return tuple(stored)
+        *values, mask = stored
+        if not mask:
+            return tuple(values)
+        return tuple(None if mask >> i & 1 else v for i, v in enumerate(values))
+
+    def _null_key(self, key: Key, txid: int | None) -> NullKeyError:
+        fields = [f for f, v in zip(self.layout.key_fields, key, strict=True) if v is None]
+        batch = "" if txid is None else f" of txid {txid}"
+        msg = (
+            f"state table {self.layout.qualified!r}: key {key!r}{batch} has None in key fields "
+            f"{fields}, and the table was made before None keys could be stored (it has no "
+            f"{NULL_KEYS} column); nothing of this commit was written; hint: migrate the table "
+            f"once with the state factory's migrate_null_keys() (its rows are kept; "
+            f"docs/sinks/table_state.md), or replace None keys before the state"
+        )
+        return NullKeyError(msg)
 
     # -- helpers --------------------------------------------------------------------------
     def _not_serializable(self, value: Any, why: str) -> StateValueNotSerializableError:

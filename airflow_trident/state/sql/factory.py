@@ -41,7 +41,7 @@ from airflow_trident.state.map.non_transactional import NonTransactionalMap
 from airflow_trident.state.map.opaque import OpaqueMap
 from airflow_trident.state.map.transactional import TransactionalMap
 from airflow_trident.state.sql.engine import describe_url, resolve_engine
-from airflow_trident.state.sql.schema import ensure_table
+from airflow_trident.state.sql.schema import ensure_table, migrate_null_keys
 from airflow_trident.state.sql.store import COPY_THRESHOLD, SqlBackingMap
 from airflow_trident.state.sql.table import TableLayout
 
@@ -122,7 +122,7 @@ class SqlMapStateFactory:
         self.cache_size = cache_size
         self._create = create
         self._copy_threshold = copy_threshold
-        self._created = False
+        self._stored: TableLayout | None = None  # the table's, once made (legacy: no None keys)
         self._lock = threading.Lock()
 
     def __getstate__(self) -> dict[str, object]:
@@ -159,7 +159,7 @@ class SqlMapStateFactory:
         if self._target is not None:
             return self
         located = copy.copy(self)
-        located.__setstate__({**self.__getstate__(), "_target": url, "_created": False})
+        located.__setstate__({**self.__getstate__(), "_target": url, "_stored": None})
         return located
 
     def make_state(self, partition_index: int = 0, num_partitions: int = 1) -> RuleMap:
@@ -176,17 +176,36 @@ class SqlMapStateFactory:
                 f"{num_partitions} does not exist; hint: 0 <= partition_index < num_partitions"
             )
             raise ConfigurationError(msg)
-        engine = resolve_engine(self._target if self._target is not None else default_state_url())
+        engine = self._engine()
         with self._lock:
-            if self._create and not self._created:
-                ensure_table(engine, self.layout)
-                self._created = True
+            if self._create and self._stored is None:
+                # the table as it is: one made before None keys is used in its legacy form
+                self._stored = ensure_table(engine, self.layout)
+            layout = self._stored or self.layout
         store: BackingMap = SqlBackingMap.from_layout(
-            engine, self.layout, copy_threshold=self._copy_threshold
-        )
+            engine, layout, copy_threshold=self._copy_threshold, checked=self._stored is not None
+        )  # unchecked (create=False): the store looks at the table on its first use
         if self.cache_size > 0:
             store = CachedMap(store, max_size=self.cache_size)
         return _MAPS[self.state_type](store, name=self.layout.name)
+
+    def migrate_null_keys(self) -> bool:
+        """Make a table created before ``None`` keys could be stored take them: add its
+        ``trident_null_keys`` column to the primary key, keeping every row (one transaction;
+        run it while no commit writes the table). Returns whether anything changed (``False``:
+        already migrated, or no table yet). States made afterwards use the new layout.
+
+        >>> factory = sql_state("sqlite://", "doc_migrated", "transactional")
+        >>> factory.migrate_null_keys()  # a table made now needs none
+        False
+        """
+        with self._lock:
+            changed = migrate_null_keys(self._engine(), self.layout)
+            self._stored = None
+        return changed
+
+    def _engine(self) -> sa.Engine:
+        return resolve_engine(self._target if self._target is not None else default_state_url())
 
 
 def sql_state(

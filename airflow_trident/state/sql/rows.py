@@ -38,18 +38,18 @@ class RowPaths:
     >>> from airflow_trident.state.sql.table import TableLayout
     >>> layout = TableLayout.build("doc_rows", state_type="opaque", value_type="bigint")
     >>> paths = RowPaths(layout, "sqlite")
-    >>> with sa.create_engine("sqlite://").begin() as conn:
+    >>> with sa.create_engine("sqlite://").begin() as conn:  # keys as rows hold them
     ...     layout.table.create(conn)
-    ...     paths.combine(conn, {("a",): 2}, CombineOp.SUM, StateType.OPAQUE, 1)
-    ...     paths.fetch(conn, [("a",), ("b",)])
-    {('a',): ('a', 1, 2, None)}
+    ...     paths.combine(conn, {("a", 0): 2}, CombineOp.SUM, StateType.OPAQUE, 1)
+    ...     paths.fetch(conn, [("a", 0), ("b", 0)])
+    {('a', 0): ('a', 0, 1, 2, None)}
     """
 
     def __init__(self, layout: TableLayout, dialect: str) -> None:
         self.layout = layout
         self.dialect = dialect
-        self._n = len(layout.key_fields)
-        self._names = [*layout.key_fields, *layout.stored_columns]
+        self._n = len(layout.stored_key_fields)
+        self._names = [*layout.stored_key_fields, *layout.stored_columns]
         self._columns = [layout.table.c[c] for c in self._names]
         self._no_prev = (None,) * len(layout.prev_columns)
         self._insert = pg.insert if dialect == "postgresql" else sqlite.insert
@@ -73,7 +73,7 @@ class RowPaths:
                 sa.literal(list(values), pg.ARRAY(col.type))
                 for col, values in zip(cols, zip(*chunk, strict=True), strict=True)
             ]
-            wanted = sa.func.unnest(*arrays).table_valued(*self.layout.key_fields)
+            wanted = sa.func.unnest(*arrays).table_valued(*self.layout.stored_key_fields)
             wanted = wanted.render_derived(name="wanted")
             on = sa.and_(*(col == wanted.c[col.name] for col in cols))
             return on, wanted
@@ -122,7 +122,7 @@ class RowPaths:
         for chunk in self._chunks(keys):
             where, join = self._where_keys(chunk)
             if join is not None:  # PostgreSQL: the keys come as arrays, one per key field
-                wanted = sa.select(*(join.c[f] for f in self.layout.key_fields))
+                wanted = sa.select(*(join.c[f] for f in self.layout.stored_key_fields))
                 where = sa.tuple_(*self.layout.key_columns).in_(wanted)
             conn.execute(table.delete().where(where))
 

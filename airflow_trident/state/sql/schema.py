@@ -5,12 +5,17 @@ An index the layout has and an existing table lacks (a table created by an earli
 created with ``CREATE INDEX IF NOT EXISTS``; only then, because on PostgreSQL that statement
 waits for the table's open write transactions even when the index exists.
 
+A table made before ``trident_null_keys`` (the primary key's column saying which key fields are
+``None``) is used as it is, through the layout's :meth:`~TableLayout.legacy` form, until
+:func:`migrate_null_keys` adds the column (keeping every row).
+
 Examples
 --------
 >>> import sqlalchemy as sa
->>> from airflow_trident.state.sql.table import TableLayout
+>>> from airflow_trident.state.sql.table import NULL_KEYS, TableLayout
 >>> engine = sa.create_engine("sqlite://")
->>> ensure_table(engine, TableLayout.build("counts", state_type="opaque"))
+>>> ensure_table(engine, TableLayout.build("counts", state_type="opaque")).null_keys
+True
 >>> ensure_table(engine, TableLayout.build("counts", state_type="opaque", key_fields=("word",)))
 Traceback (most recent call last):
 ...
@@ -25,19 +30,22 @@ import sqlalchemy as sa
 
 from airflow_trident.errors import ConfigurationError
 from airflow_trident.state.sql.engine import connect, translate_errors
-from airflow_trident.state.sql.table import TableLayout
+from airflow_trident.state.sql.table import NULL_KEYS, TableLayout
 
 __all__ = [
     "check_schema_support",
     "create_schema_if_absent",
     "create_table_if_absent",
     "ensure_table",
+    "layout_in",
+    "migrate_null_keys",
 ]
 
 
-def ensure_table(engine: sa.Engine, layout: TableLayout) -> None:
+def ensure_table(engine: sa.Engine, layout: TableLayout) -> TableLayout:
     """``CREATE TABLE IF NOT EXISTS``, create missing indexes, then check the table's columns
-    and their kinds.
+    and their kinds; return the layout the table has (``layout``, or its
+    :meth:`~TableLayout.legacy` form for a table made before ``None`` keys).
 
     Raises
     ------
@@ -58,10 +66,77 @@ def ensure_table(engine: sa.Engine, layout: TableLayout) -> None:
             inspector = sa.inspect(conn)
             found = {c["name"]: _kind(c["type"]) for c in inspector.get_columns(name, schema)}
             indexes = {ix["name"] for ix in inspector.get_indexes(name, schema)}
-        _check_columns(layout, found)
+        layout = _check_columns(layout, found)
         for index in layout.table.indexes:
             if index.name not in indexes:
                 _create_index(conn, index)
+    return layout
+
+
+def layout_in(conn: sa.Connection, layout: TableLayout) -> TableLayout:
+    """The layout of the table as it is in the database (looked at through ``conn``, in the
+    caller's transaction; nothing is created): ``layout``, or its
+    :meth:`~TableLayout.legacy` form when the table exists without ``trident_null_keys``."""
+    inspector = sa.inspect(conn)
+    if not layout.null_keys or not inspector.has_table(layout.name, layout.schema):
+        return layout
+    names = {c["name"] for c in inspector.get_columns(layout.name, layout.schema)}
+    return layout if NULL_KEYS in names else layout.legacy()
+
+
+def migrate_null_keys(engine: sa.Engine, layout: TableLayout) -> bool:
+    """Give a table made before ``None`` keys its ``trident_null_keys`` column (0 in every
+    row: no key field of a stored row is ``None``) and make it part of the primary key, in one
+    transaction; return whether anything changed (``False``: already done, or no table).
+
+    PostgreSQL adds the column and swaps the primary key (the table is locked meanwhile);
+    SQLite, which cannot change a primary key, copies the rows into a new table that takes the
+    old one's name (its txid index made again). Run it while no commit writes the table.
+    """
+    what = "migrate table (trident_null_keys)"
+    name, schema = layout.name, layout.schema
+    with connect(engine, name, what) as conn, translate_errors(engine, name, what), conn.begin():
+        inspector = sa.inspect(conn)
+        if not inspector.has_table(name, schema):
+            return False
+        found = {c["name"]: _kind(c["type"]) for c in inspector.get_columns(name, schema)}
+        if NULL_KEYS in found:
+            return False
+        legacy = _check_columns(layout.legacy(), found)
+        if engine.dialect.name == "postgresql":
+            _migrate_postgresql(conn, inspector, layout)
+        else:
+            _migrate_sqlite(conn, legacy, layout)
+    return True
+
+
+def _migrate_postgresql(conn: sa.Connection, inspector: Any, layout: TableLayout) -> None:
+    prep = conn.dialect.identifier_preparer
+    table = prep.format_table(layout.table)
+    pk = inspector.get_pk_constraint(layout.name, layout.schema).get("name")
+    columns = ", ".join(prep.quote(c) for c in layout.stored_key_fields)
+    conn.execute(sa.text(
+        f"ALTER TABLE {table} ADD COLUMN {prep.quote(NULL_KEYS)} BIGINT NOT NULL DEFAULT 0"
+    ))  # fmt: skip
+    if pk:
+        conn.execute(sa.text(f"ALTER TABLE {table} DROP CONSTRAINT {prep.quote(pk)}"))
+    conn.execute(sa.text(f"ALTER TABLE {table} ADD PRIMARY KEY ({columns})"))
+
+
+def _migrate_sqlite(conn: sa.Connection, legacy: TableLayout, layout: TableLayout) -> None:
+    prep = conn.dialect.identifier_preparer
+    staged = f"{layout.name}__trident_migrating"
+    copy = sa.Table(staged, sa.MetaData(), *(c._copy() for c in layout.table.columns))
+    conn.execute(sa.schema.CreateTable(copy))
+    columns = ", ".join(prep.quote(c.name) for c in legacy.table.columns)
+    conn.execute(sa.text(
+        f"INSERT INTO {prep.quote(staged)} ({columns}, {prep.quote(NULL_KEYS)}) "
+        f"SELECT {columns}, 0 FROM {prep.quote(layout.name)}"
+    ))  # fmt: skip
+    conn.execute(sa.text(f"DROP TABLE {prep.quote(layout.name)}"))
+    conn.execute(sa.text(f"ALTER TABLE {prep.quote(staged)} RENAME TO {prep.quote(layout.name)}"))
+    for index in layout.table.indexes:
+        conn.execute(sa.schema.CreateIndex(index, if_not_exists=True))
 
 
 def check_schema_support(engine: sa.Engine, layout: TableLayout) -> None:
@@ -125,15 +200,28 @@ def create_table_if_absent(conn: sa.Connection, table: sa.Table) -> None:
             raise
 
 
-def _check_columns(layout: TableLayout, found: dict[str, str]) -> None:
+def _check_columns(layout: TableLayout, found: dict[str, str]) -> TableLayout:
+    """The layout whose columns are ``found``: ``layout``, or its legacy form (a table made
+    before ``None`` keys).
+
+    Raises
+    ------
+    ConfigurationError
+        If neither has those columns.
+    """
     expected = {c.name: _kind(c.type) for c in layout.table.columns}
-    if found != expected:
-        msg = (
-            f"state table {layout.name!r} exists with columns {_show(found)}, expected "
-            f"{_show(expected)}; hint: use the key_fields, key_types and value_type the table was "
-            f"created with, or another table name"
-        )
-        raise ConfigurationError(msg)
+    if found == expected:
+        return layout
+    if layout.null_keys and NULL_KEYS not in found:
+        legacy = layout.legacy()
+        if found == {c.name: _kind(c.type) for c in legacy.table.columns}:
+            return legacy
+    msg = (
+        f"state table {layout.name!r} exists with columns {_show(found)}, expected "
+        f"{_show(expected)}; hint: use the key_fields, key_types and value_type the table was "
+        f"created with, or another table name"
+    )
+    raise ConfigurationError(msg)
 
 
 def _create_index(conn: sa.Connection, index: sa.Index) -> None:

@@ -39,7 +39,7 @@ from airflow_trident.state.sql.codec import RowCodec
 from airflow_trident.state.sql.engine import connect, describe_url, resolve_engine
 from airflow_trident.state.sql.engine import translate_errors as _translate
 from airflow_trident.state.sql.rows import RowPaths
-from airflow_trident.state.sql.schema import check_schema_support, ensure_table
+from airflow_trident.state.sql.schema import check_schema_support, ensure_table, layout_in
 from airflow_trident.state.sql.table import TableLayout
 
 __all__ = ["COPY_THRESHOLD", "SqlBackingMap"]
@@ -72,7 +72,8 @@ class SqlBackingMap:
         ``"json"`` (any JSON value, the default), ``"bigint"`` or ``"double"`` (numbers; the
         database then combines sums, minima and maxima itself).
     create:
-        Create the table if it does not exist; the only I/O done by the constructor.
+        Create the table if it does not exist (else only look at its columns: a table made
+        before ``None`` keys is used as it is); the only I/O done by the constructor.
     copy_threshold:
         PostgreSQL writes of at least this many rows use COPY.
 
@@ -115,17 +116,26 @@ class SqlBackingMap:
             key_types=key_types,
             value_type=value_type,
         )
-        self._init(resolve_engine(engine_or_url), layout, copy_threshold)
-        if create:
-            ensure_table(self.engine, layout)
+        engine = resolve_engine(engine_or_url)
+        self._init(engine, layout, copy_threshold)  # checks the dialect before any I/O
+        if create:  # the table as it is: one made before None keys is used in its legacy form
+            self._use(ensure_table(engine, layout))
 
     @classmethod
     def from_layout(
-        cls, engine: sa.Engine, layout: TableLayout, *, copy_threshold: int = COPY_THRESHOLD
+        cls,
+        engine: sa.Engine,
+        layout: TableLayout,
+        *,
+        copy_threshold: int = COPY_THRESHOLD,
+        checked: bool = True,
     ) -> SqlBackingMap:
-        """A store over an already validated (and created) table; does no I/O."""
+        """A store over an already validated (and created) table; does no I/O. ``checked``:
+        ``layout`` is the table's as it is (``ensure_table``'s answer); else the store looks
+        at the table's columns on its first use (a table made before ``None`` keys)."""
         store = cls.__new__(cls)
         store._init(engine, layout, copy_threshold)
+        store._checked = checked
         return store
 
     def _init(self, engine: sa.Engine, layout: TableLayout, copy_threshold: int) -> None:
@@ -138,15 +148,26 @@ class SqlBackingMap:
             raise ConfigurationError(msg)
         check_schema_support(engine, layout)
         self.engine = engine
-        self.layout = layout
-        self.codec = RowCodec(layout)
-        self._rows = RowPaths(layout, dialect)
-        self._bulk = PgBulk(layout) if dialect == "postgresql" else None
+        self._use(layout)
+        self._checked = False  # whether the layout is the table's (see _check)
         self._copy_threshold = copy_threshold
         self._conn: sa.Connection | None = None
         self._tx: sa.RootTransaction | None = None
         self._txid: int | None = None
         self._aborted: int | None = None
+
+    def _use(self, layout: TableLayout) -> None:
+        """Read and write the table through ``layout``."""
+        self.layout = layout
+        self.codec = RowCodec(layout)
+        self._rows = RowPaths(layout, self.engine.dialect.name)
+        self._bulk = PgBulk(layout) if self.engine.dialect.name == "postgresql" else None
+        self._checked = True
+
+    def _check(self, conn: sa.Connection) -> None:
+        """On first use, the layout the table has (a table made before ``None`` keys)."""
+        if not self._checked:
+            self._use(layout_in(conn, self.layout))
 
     @property
     def table(self) -> str:
@@ -185,6 +206,7 @@ class SqlBackingMap:
         try:
             with _translate(self.engine, self.table, what):
                 self._tx = conn.begin()
+                self._check(conn)
         except BaseException:
             conn.close()
             raise
@@ -262,6 +284,7 @@ class SqlBackingMap:
             _translate(self.engine, self.table, what),
             conn.begin(),
         ):
+            self._check(conn)
             yield conn
 
     # -- BackingMap -----------------------------------------------------------------------
@@ -270,11 +293,12 @@ class SqlBackingMap:
         if not keys:
             return []
         with self._transaction("multi_get", write=False) as conn:
-            wanted = list(dict.fromkeys(self.codec.check_key(k) for k in keys))
-            rows = self._rows.fetch(conn, wanted)
-        decode, n = self.codec.decode, len(self.layout.key_fields)
+            stored = [self.codec.stored_key(k) for k in keys]  # None: a key no row can have
+            wanted = list(dict.fromkeys(k for k in stored if k is not None))
+            rows = self._rows.fetch(conn, wanted) if wanted else {}
+        decode, n = self.codec.decode, len(self.layout.stored_key_fields)
         values = {key: decode(*row[n:]) for key, row in rows.items()}
-        return [values.get(tuple(k)) for k in keys]
+        return [None if k is None else values.get(k) for k in stored]
 
     def multi_put(self, keys: Sequence[Key], values: Sequence[Any]) -> None:
         """Store ``values[i]`` under ``keys[i]`` (batched upserts; the last of a key wins).
@@ -288,7 +312,7 @@ class SqlBackingMap:
         if not keys:
             return
         with self._transaction("multi_put", write=True) as conn:
-            rows = self.codec.encode_rows(keys, values)
+            rows = self.codec.encode_rows(keys, values, txid=self._txid)
             if self._bulk is not None and len(rows) >= self._copy_threshold:
                 self._bulk.put(conn, rows)
             else:
@@ -297,26 +321,30 @@ class SqlBackingMap:
     def items(self) -> list[tuple[Key, Any]]:
         """Every stored ``(key, value)`` of the table, in key order (a full scan: for
         ``TupleCollectionGet`` on small states)."""
-        layout = self.layout
-        columns = [*layout.key_columns, *(layout.table.c[c] for c in layout.stored_columns)]
-        n = len(layout.key_fields)
         with self._transaction("items", write=False) as conn:
+            layout = self.layout
+            columns = [*layout.key_columns, *(layout.table.c[c] for c in layout.stored_columns)]
+            n = len(layout.stored_key_fields)
             rows = conn.execute(sa.select(*columns).order_by(*layout.key_columns)).all()
-        return [(tuple(row[:n]), self.codec.decode(*row[n:])) for row in rows]
+        codec = self.codec
+        return [(codec.decode_key(row[:n]), codec.decode(*row[n:])) for row in rows]
 
     # -- TxidIndexedBackingMap ------------------------------------------------------------
     def keys_at_txid(self, txid: int) -> list[Key]:
         """The keys whose row was written by batch ``txid`` (as ``multi_get`` takes them)."""
         with self._transaction(f"keys_at_txid({txid})", write=False) as conn:
-            return self._rows.keys_at_txid(conn, txid)
+            stored = self._rows.keys_at_txid(conn, txid)
+        return [self.codec.decode_key(k) for k in stored]
 
     def multi_delete(self, keys: Sequence[Key]) -> None:
         """Delete the rows of ``keys`` (absent keys are ignored), in batched statements."""
         if not keys:
             return
         with self._transaction("multi_delete", write=True) as conn:
-            wanted = list(dict.fromkeys(self.codec.check_key(k) for k in keys))
-            self._rows.delete(conn, wanted)
+            stored = (self.codec.stored_key(k) for k in keys)
+            wanted = list(dict.fromkeys(k for k in stored if k is not None))
+            if wanted:
+                self._rows.delete(conn, wanted)
 
     # -- CombiningBackingMap --------------------------------------------------------------
     def supports_combine(self, op: CombineOp, state_type: StateType) -> bool:
@@ -354,17 +382,21 @@ class SqlBackingMap:
         what = f"multi_combine({op.value})"
         with self._transaction(what, write=True) as conn:
             if self._bulk is not None and len(keys) >= self._copy_threshold:
-                ahead = self._bulk.combine(conn, keys, deltas, op, state_type, txid)
+                stored = [self.codec.check_key(k, txid) for k in keys]
+                ahead = self._bulk.combine(conn, stored, deltas, op, state_type, txid)
             else:
-                ahead = self._rows.combine(conn, self._fold(keys, deltas, op), op, state_type, txid)
+                folded = self._fold(keys, deltas, op, txid)
+                ahead = self._rows.combine(conn, folded, op, state_type, txid)
             if ahead is not None:
-                raise self._behind(txid, *ahead)
+                raise self._behind(txid, self.codec.decode_key(ahead[0]), ahead[1])
 
-    def _fold(self, keys: Sequence[Key], deltas: Sequence[Any], op: CombineOp) -> dict[Key, Any]:
+    def _fold(
+        self, keys: Sequence[Key], deltas: Sequence[Any], op: CombineOp, txid: int
+    ) -> dict[Key, Any]:
         folded: dict[Key, Any] = {}
         encode, check_key = self.codec.encode_val, self.codec.check_key
         for key, delta in zip(keys, deltas, strict=True):
-            key = check_key(key)
+            key = check_key(key, txid)
             d = encode(delta)
             folded[key] = op.combine(folded[key], d) if key in folded else d
         return folded

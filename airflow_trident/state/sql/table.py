@@ -1,8 +1,14 @@
 """The layout of a state table: key columns, ``txid``, the value column(s) and their ``prev``.
 
-One table holds one state. Its primary key is the key columns; ``txid`` is the batch that last
-wrote the row (``NULL`` for non-transactional state), ``val`` the value and ``prev`` the value
-before that batch (opaque state only).
+One table holds one state. Its primary key is the key columns and ``trident_null_keys``;
+``txid`` is the batch that last wrote the row (``NULL`` for non-transactional state), ``val`` the
+value and ``prev`` the value before that batch (opaque state only).
+
+A key field may be ``None`` (a group key is what the data holds): a primary key column cannot be
+``NULL``, so bit ``i`` of ``trident_null_keys`` is set when key field ``i`` is ``None``, and the
+column then holds its type's placeholder (``''``, ``0``, ``0.0``); ``(None,)`` and ``('',)`` are
+two rows. A table made before this column existed is used as it is (:meth:`TableLayout.legacy`):
+its keys cannot be ``None`` until it is migrated (``SqlMapStateFactory.migrate_null_keys()``).
 
 A *table-shaped* state (``value_fields=("count",)``) stores its value in typed columns named
 after the aggregate's output fields instead of ``val``, so an analyst reads it with plain SQL
@@ -19,7 +25,9 @@ Examples
 --------
 >>> layout = TableLayout.build("word_counts", state_type="opaque", value_type="bigint")
 >>> [c.name for c in layout.table.columns]
-['key', 'txid', 'val', 'prev']
+['key', 'txid', 'val', 'prev', 'trident_null_keys']
+>>> layout.stored_key_fields
+('key', 'trident_null_keys')
 >>> layout.numeric
 True
 >>> [index.name for index in layout.table.indexes]  # an index on txid is opt-in
@@ -32,7 +40,7 @@ True
 ...     value_type="bigint",
 ... )
 >>> [c.name for c in shaped.table.columns], shaped.stored_columns
-(['word', 'count', 'txid', 'prev_count'], ('txid', 'count', 'prev_count'))
+(['word', 'count', 'txid', 'prev_count', 'trident_null_keys'], ('txid', 'count', 'prev_count'))
 >>> TableLayout.build("counts", state_type="opaque", key_fields=("txid",))
 Traceback (most recent call last):
 ...
@@ -43,7 +51,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import sqlalchemy as sa
@@ -52,7 +60,15 @@ from airflow_trident.errors import ConfigurationError, InvalidNameError
 from airflow_trident.names import validate_name
 from airflow_trident.state.base import StateType
 
-__all__ = ["KEY_TYPES", "VALUE_TYPES", "TableLayout", "split_table_name", "txid_index_name"]
+__all__ = [
+    "KEY_TYPES",
+    "NULL_KEYS",
+    "PLACEHOLDERS",
+    "VALUE_TYPES",
+    "TableLayout",
+    "split_table_name",
+    "txid_index_name",
+]
 
 VALUE_TYPES: Mapping[str, type[sa.types.TypeEngine[Any]]] = {
     "json": sa.Text,
@@ -71,6 +87,11 @@ KEY_TYPES: Mapping[type, type[sa.types.TypeEngine[Any]]] = {
 """Python type of a key field -> its column type."""
 
 VALUE_COLUMNS = ("txid", "val", "prev")
+NULL_KEYS = "trident_null_keys"
+"""The column of a state table's primary key saying which key fields are ``None`` (bit ``i``:
+key field ``i``)."""
+PLACEHOLDERS: Mapping[type, Any] = {str: "", int: 0, float: 0.0}
+"""What a key column holds where its key field is ``None`` (by key type)."""
 BULK_TABLE = "_trident_bulk"
 """Name of the session-private temporary table used by the PostgreSQL COPY paths."""
 
@@ -105,6 +126,11 @@ class TableLayout:
     schema: str | None = None
     """The PostgreSQL schema of the table (``"analytics"`` of ``"analytics.word_counts"``);
     ``None``: the connection's default (its ``search_path``)."""
+    null_keys: bool = True
+    """Whether the table has :data:`NULL_KEYS` (``False``: a table made before it, whose key
+    fields cannot be ``None``)."""
+    options: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    """The arguments of :meth:`build` (to make the :meth:`legacy` layout)."""
 
     @property
     def qualified(self) -> str:
@@ -123,11 +149,13 @@ class TableLayout:
         txid_index: bool = False,
         value_fields: Sequence[str] | None = None,
         value_types: Mapping[str, str] | None = None,
+        null_keys: bool = True,
     ) -> TableLayout:
         """Validate the options and return the layout. ``txid_index``: an opaque table gets an
         index on ``txid`` (it makes the revert of a replayed commit cheap, and costs every write).
         ``value_fields``: a table-shaped state, one typed column per field (``value_type``
-        each, unless ``value_types`` names another for a field).
+        each, unless ``value_types`` names another for a field). ``null_keys=False``: the
+        layout of a table made before :data:`NULL_KEYS` (see :meth:`legacy`).
 
         Raises
         ------
@@ -139,6 +167,15 @@ class TableLayout:
             For an empty, duplicated or reserved key or value field, a key type other than
             ``str``, ``int`` or ``float``, or an unknown ``value_type``.
         """
+        options: dict[str, Any] = {
+            "state_type": state_type,
+            "key_fields": key_fields,
+            "key_types": key_types,
+            "value_type": value_type,
+            "txid_index": txid_index,
+            "value_fields": value_fields,
+            "value_types": value_types,
+        }
         schema, name = split_table_name(table)
         kind = StateType.parse(state_type)
         if isinstance(key_fields, str) or not key_fields:
@@ -176,10 +213,34 @@ class TableLayout:
             columns += [txid_col, *value_cols, *prev_cols]
         else:  # table-shaped: key..., fields..., txid, prev_fields...
             columns += [*value_cols, txid_col, *prev_cols]
+        if null_keys:  # last: an analyst's columns keep their places
+            columns.append(
+                sa.Column(
+                    NULL_KEYS, sa.BigInteger(), primary_key=True, autoincrement=False,
+                    nullable=False, server_default=sa.text("0"),
+                )
+            )  # fmt: skip
         table_obj = sa.Table(name, sa.MetaData(), *columns, schema=schema)
         if kind is StateType.OPAQUE and txid_index:
             sa.Index(txid_index_name(name), table_obj.c.txid)
-        return cls(name, kind, fields, types, vtypes[0], table_obj, values, vtypes, prevs, schema)
+        return cls(
+            name, kind, fields, types, vtypes[0], table_obj, values, vtypes, prevs, schema,
+            null_keys, options,
+        )  # fmt: skip
+
+    def legacy(self) -> TableLayout:
+        """This layout without :data:`NULL_KEYS`: a table made before it (read and written as
+        it was; its key fields cannot be ``None``)."""
+        if not self.null_keys:
+            return self
+        options = dict(self.options)
+        return TableLayout.build(self.qualified, null_keys=False, **options)
+
+    @property
+    def stored_key_fields(self) -> tuple[str, ...]:
+        """The primary key's columns: the key fields, then :data:`NULL_KEYS` (if the table has
+        it). Rows carry keys in this form (see ``RowCodec.check_key``)."""
+        return (*self.key_fields, NULL_KEYS) if self.null_keys else self.key_fields
 
     @property
     def numeric(self) -> bool:
@@ -198,8 +259,8 @@ class TableLayout:
 
     @property
     def key_columns(self) -> list[sa.Column[Any]]:
-        """The key columns of :attr:`table`, in key order."""
-        return [self.table.c[f] for f in self.key_fields]
+        """The primary key's columns of :attr:`table` (:attr:`stored_key_fields`)."""
+        return [self.table.c[f] for f in self.stored_key_fields]
 
     def bulk_table(self, columns: Sequence[str]) -> sa.Table:
         """A temporary table (dropped at commit) with the key columns and ``columns``.
@@ -316,7 +377,7 @@ def _check_fields(
 ) -> None:
     seen: set[str] = set()
     for f in fields:
-        if f.lower() in reserved:
+        if f.lower() in (*reserved, NULL_KEYS):
             msg = (
                 f"state table {table!r}: key field {f!r} clashes with a value column "
                 f"({', '.join(reserved)}); hint: rename the key field"
