@@ -12,6 +12,7 @@ nothing of that commit written; the migration keeps its rows.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -145,3 +146,25 @@ def test_a_table_made_before_is_read_and_a_none_key_into_it_names_the_migration(
     # And a new factory (another process) reads the migrated table as new
     again = factory(url, table, "transactional", value_type="bigint").make_state()
     assert again.multi_get([(None, 3)]) == [1]
+
+
+def test_a_nan_key_or_a_nan_into_sqlite_is_refused_naming_it(url: str, table: str) -> None:
+    # A NaN key: before, SQLite failed with NOT NULL for ever (it stores NaN as NULL) and
+    # PostgreSQL stored it but never found it again (each batch put 1 back)
+    from airflow_trident.state.sql.codec import StateValueNotSerializableError
+
+    nan = float("nan")
+    state = SqlMapStateFactory(
+        url, table, "transactional", key_fields=("x",), key_types={"x": float},
+        value_type="double",
+    ).make_state()  # fmt: skip
+    with pytest.raises(StateValueNotSerializableError, match=r"key \(nan,\) of txid 1 has a NaN"):
+        commit(state, 1, lambda: state.multi_combine([(1.5,), (nan,)], [1, 1], CombineOp.SUM))
+    assert state.multi_get([(1.5,)]) == [None]  # nothing of the commit written
+    # A NaN value: PostgreSQL stores it; SQLite stored NULL (the sum started again): refused
+    if url.startswith("sqlite"):
+        with pytest.raises(StateValueNotSerializableError, match="SQLite would store it as NULL"):
+            commit(state, 1, lambda: state.multi_combine([(1.5,)], [nan], CombineOp.SUM))
+    else:
+        commit(state, 1, lambda: state.multi_combine([(1.5,)], [nan], CombineOp.SUM))
+        assert math.isnan(state.multi_get([(1.5,)])[0])

@@ -37,6 +37,7 @@ airflow_trident.state.sql.codec.StateValueNotSerializableError: state table 'tot
 from __future__ import annotations
 
 import json
+import math
 import numbers
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -78,8 +79,9 @@ class RowCodec:
     TransactionalValue(txid=3, val=5)
     """
 
-    def __init__(self, layout: TableLayout) -> None:
+    def __init__(self, layout: TableLayout, dialect: str = "postgresql") -> None:
         self.layout = layout
+        self._nan = dialect != "sqlite"  # SQLite stores a NaN as NULL: refused there
         encoders: dict[str, Callable[[Any], Any]] = {
             "json": self._encode_json,
             "bigint": self._encode_bigint,
@@ -186,7 +188,11 @@ class RowCodec:
         for key, value in zip(keys, values, strict=True):
             try:
                 append((*self.check_key(key, _txid_of(value, txid)), *self.encode(value)))
+            except NullKeyError:
+                raise
             except StateValueNotSerializableError as exc:
+                if "key field" in str(exc):  # a key's error names the key and txid already
+                    raise
                 batch = _txid_of(value, txid)
                 where = f"key {tuple(key)!r}" + ("" if batch is None else f", txid {batch}")
                 msg = f"{exc} ({where})"
@@ -213,12 +219,12 @@ class RowCodec:
             If a key field is ``None`` and the table was made before ``None`` keys could be
             stored (no ``trident_null_keys`` column).
         """
-        stored = self.stored_key(key)
+        stored = self.stored_key(key, txid)
         if stored is None:
             raise self._null_key(tuple(key), txid)
         return stored
 
-    def stored_key(self, key: Key) -> Key | None:
+    def stored_key(self, key: Key, txid: int | None = None) -> Key | None:
         """:meth:`check_key`, or ``None`` for a key the table cannot hold (a ``None`` field in
         a table made before ``None`` keys: no row can have it)."""
         key = tuple(key)
@@ -233,6 +239,8 @@ class RowCodec:
         for i, value in enumerate(key):
             if value is None:
                 mask |= 1 << i
+            elif isinstance(value, float) and math.isnan(value):
+                raise self._nan_key(key, txid)
         if not self.layout.null_keys:
             return None if mask else key
         if not mask:
@@ -248,6 +256,16 @@ class RowCodec:
         if not mask:
             return tuple(values)
         return tuple(None if mask >> i & 1 else v for i, v in enumerate(values))
+
+    def _nan_key(self, key: Key, txid: int | None) -> StateValueNotSerializableError:
+        batch = "" if txid is None else f" of txid {txid}"
+        msg = (
+            f"state table {self.layout.qualified!r}: key {key!r}{batch} has a NaN key field: NaN "
+            f"equals nothing, so its row could never be found again (SQLite cannot even store "
+            f"it); nothing of this commit was written; hint: replace NaN key fields before the "
+            f"state (None is a key)"
+        )
+        return StateValueNotSerializableError(msg)
 
     def _null_key(self, key: Key, txid: int | None) -> NullKeyError:
         fields = [f for f, v in zip(self.layout.key_fields, key, strict=True) if v is None]
@@ -295,7 +313,11 @@ class RowCodec:
             return None
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
             raise self._not_serializable(value, "hint: use int or float values")
-        return float(value)
+        number = float(value)
+        if not self._nan and math.isnan(number):
+            why = "SQLite would store it as NULL; hint: replace NaN before the state, or use None"
+            raise self._not_serializable(value, why)
+        return number
 
     def _wrong_value(self, value: Any, expected: str, map_name: str) -> ConfigurationError:
         msg = (

@@ -159,7 +159,7 @@ class SqlBackingMap:
     def _use(self, layout: TableLayout) -> None:
         """Read and write the table through ``layout``."""
         self.layout = layout
-        self.codec = RowCodec(layout)
+        self.codec = RowCodec(layout, self.engine.dialect.name)
         self._rows = RowPaths(layout, self.engine.dialect.name)
         self._bulk = PgBulk(layout) if self.engine.dialect.name == "postgresql" else None
         self._checked = True
