@@ -8,8 +8,16 @@
 # run again. After every commit the states are compared key by key with a reference computed
 # from the rows each committed txid's metadata names.
 #
+# The replay profile (issue 32, --profile replay): committed txids, older ones too, replayed
+# through the lifecycle (a conf txid run) and into each state alone (same state, or a Trident
+# refusal with nothing written); new deployments with another parallelism_hint between batches and
+# between an attempt that wrote its states and its retry; batches of 1, 2-6 or 1,000-4,000 rows;
+# in transactional mode the Iceberg and Delta sinks beside the SQL states, checked row by row.
+#
 #   bash scripts/source-chaos.sh                                 # 200 batches each, random seed
 #   bash scripts/source-chaos.sh --seed 7 --runtime local        # replay a seed in-process only
+#   bash scripts/source-chaos.sh --profile replay --runtime spark --backend postgresql \
+#       --mode transactional --seed 32                           # one combination (~30 min)
 #
 # Prints one summary line per schedule (keys different must be 0); exit code 0 when all are
 # exact. Holds /tmp/heavy.lock (Spark).

@@ -6,6 +6,12 @@ ranges read by the executors through JDBC, files read by Spark)::
 
     python -m tests.harness.source_chaos --seed S --batches N [--runtime local|spark|both]
         [--backend sqlite|postgresql|both] [--mode transactional|opaque|both]
+        [--profile base|replay]
+
+``--profile replay`` (issue 32) runs the table source's replay profile instead: committed txids
+replayed (older ones too) through the lifecycle and into each state, deployments with another
+``parallelism_hint``, batches of 1 to 4,000 rows, and in transactional mode the Iceberg and Delta
+sinks beside the SQL states (:meth:`SourceChaosConfig.replay_profile`).
 
 The coordinator is ZooKeeper (``TRIDENT_ZK_HOSTS``) when set, else a memory store. Exit code 0
 when every schedule found 0 keys different from its reference and no broken invariant.
@@ -20,6 +26,7 @@ import os
 import random
 import sys
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -80,7 +87,10 @@ def run_all(
     backends: Sequence[str],
     modes: Sequence[str],
     sources: Sequence[str] = ("table", "file_log"),
+    profile: str = "base",
 ) -> list[SourceChaosReport]:
+    if profile == "replay":
+        sources = ("table",)
     cases = [(s, m) for s in sources for m in modes if s == "table" or m == "transactional"]
     reports = []
     for runtime in runtimes:
@@ -94,13 +104,18 @@ def run_all(
                         if backend == "postgresql"
                         else f"sqlite:///{work}/chaos.db"
                     )
-                    config = SourceChaosConfig(seed=seed, mode=mode, source=source, batches=batches)
+                    config = (
+                        SourceChaosConfig.replay_profile(seed, mode, batches=batches)
+                        if profile == "replay"
+                        else SourceChaosConfig(seed=seed, mode=mode, source=source, batches=batches)
+                    )
+                    kind = "replay" if profile == "replay" else source
                     name = f"chaos_{uuid.uuid4().hex[:8]}"
                     with coordinator(name) as store:
                         reports.append(
                             run_source_chaos(
                                 config, state_url=url, staging=f"{work}/staging", store=store,
-                                process=process, label=f"{source}/{runtime}/{backend}",
+                                process=process, label=f"{kind}/{runtime}/{backend}",
                             )
                         )  # fmt: skip
     return reports
@@ -114,6 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--backend", choices=["sqlite", "postgresql", "both"], default="both")
     parser.add_argument("--mode", choices=[*MODES, "both"], default="both")
     parser.add_argument("--source", choices=["table", "file_log", "both"], default="both")
+    parser.add_argument("--profile", choices=["base", "replay"], default="base")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.ERROR)
     for noisy in ("airflow_trident", "py4j"):
@@ -126,15 +142,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     modes = list(MODES) if args.mode == "both" else [args.mode]
     sources = ["table", "file_log"] if args.source == "both" else [args.source]
-    reports = run_all(seed, args.batches, runtimes, backends, modes, sources)
-    print("\nsummary")
+    started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+    reports = run_all(seed, args.batches, runtimes, backends, modes, sources, args.profile)
+    print(f"\nsummary (started {started}, seed {seed}, profile {args.profile})")
     for r in reports:
         unit = "files" if r.config.source == "file_log" else "rows"
         print(
             f"  {r.label:<27} mode={r.config.mode:<13} seed={r.config.seed} batches={r.batches} "
             f"{unit}={r.rows} faults={sum(r.faults.values())} "
             f"refused={sum(r.refused.values())} keys different={len(r.differences)} "
-            f"violations={len(r.violations)} ({r.elapsed_s:.0f}s)"
+            + (f"rows different={r.rows_different} " if r.config.sinks else "")
+            + f"violations={len(r.violations)} ({r.elapsed_s:.0f}s)"
         )
     return 0 if all(r.ok for r in reports) else 1
 

@@ -5,6 +5,11 @@ and the file log (files landing during batches, partitions vanishing and returni
 briefly missing, malformed and mistyped records),
 on SQLite and PostgreSQL, in-process and on Spark; 0 keys may differ from the reference computed
 from the rows each committed txid's metadata names. The long run: ``bash scripts/source-chaos.sh``.
+
+The replay profile, short (issue 32): committed txids (older ones too) replayed through the
+lifecycle and into each state, deployments with another ``parallelism_hint``, batches of 1 to
+4,000 rows, the SQL states and the Iceberg and Delta sinks on PostgreSQL and ZooKeeper, in-process
+and on Spark ``local[2]``. The long run: ``bash scripts/source-chaos.sh --profile replay``.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from airflow_trident.coordination.store import CoordinatorStore
 from airflow_trident.spout.database_table import JDBC_JAR
 from tests.harness.source_chaos_schedule import SourceChaosConfig, run_source_chaos
 
@@ -73,3 +79,46 @@ def test_source_chaos_on_spark_is_exact(
         process=lambda steps, txid: process_on_spark(steps, spark, txid, 0.0),
     )
     assert report.ok, report.summary()
+
+
+def _replayed_across_hints(report: Any) -> int:
+    return sum(n for what, n in report.replays.items() if "(other hint)" in what)
+
+
+@pytest.mark.parametrize("mode", ["transactional", "opaque"])
+def test_replay_profile_in_process_is_exact(
+    pg_url: str, zk_store: CoordinatorStore, mode: str, tmp_path: Path
+) -> None:
+    # replays and new deployments made likely, so a short run has each kind
+    config = SourceChaosConfig.replay_profile(
+        seed=21, mode=mode, batches=10, replays=0.6, redeploys=0.3
+    )
+    report = run_source_chaos(
+        config, state_url=pg_url, staging=str(tmp_path / "staging"), store=zk_store
+    )
+    assert report.ok, report.summary()
+    assert report.faults["replay_older_txid"] > 0, report.summary()
+    assert report.faults["redeploy"] + report.faults["redeploy_before_retry"] > 0
+    assert set(report.sizes) >= {"1", "1000+"}, report.summary()
+    if mode == "transactional":  # older txids into each state, after the hint changed
+        assert _replayed_across_hints(report) > 0, report.summary()
+
+
+def test_replay_profile_on_spark_is_exact(
+    pg_url: str, zk_store: CoordinatorStore, tmp_path: Path, spark: Any
+) -> None:
+    from airflow_trident.batch.spark_job import process_on_spark
+
+    if os.path.exists(JDBC_JAR):
+        spark.sql(f"ADD JAR {JDBC_JAR}")
+    # a replay after every commit (half of them into the states); ~1 min on 2 cores
+    config = SourceChaosConfig.replay_profile(seed=22, batches=4, replays=1.0, redeploys=0.3)
+    report = run_source_chaos(
+        config,
+        state_url=pg_url,
+        staging=str(tmp_path / "staging"),
+        store=zk_store,
+        process=lambda steps, txid: process_on_spark(steps, spark, txid, 0.0),
+    )
+    assert report.ok, report.summary()
+    assert report.faults["replay_into_states"] > 0, report.summary()
