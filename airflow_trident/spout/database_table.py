@@ -201,19 +201,21 @@ class TableRange:
         """Raise :class:`SpoutEmitError` unless ``found`` rows with ``digest`` are what the
         batch first read (its :attr:`count` and :attr:`digest`)."""
         if found != self.count:
-            msg = (
-                f"{self.where}: range {self.spout.order_column} in ({self.low}, {self.high}] "
-                f"holds {found} rows, {self.count} when the batch first read it: rows were "
-                f"inserted or deleted below the high-water mark, so the batch cannot be replayed "
-                f"exactly; nothing is committed. {self._hint()}"
-            )
-            raise SpoutEmitError(msg)
+            raise SpoutEmitError(self._count_changed(str(found)))
         if self.digest is not None and digest is not None and digest != self.digest:
             raise SpoutEmitError(self._changed(f"digest {digest}"))
 
     def check_count(self, found: int) -> None:
         """:meth:`check` of the count alone."""
         self.check(found)
+
+    def _count_changed(self, found: str) -> str:
+        return (
+            f"{self.where}: range {self.spout.order_column} in ({self.low}, {self.high}] "
+            f"holds {found} rows, {self.count} when the batch first read it: rows were "
+            f"inserted or deleted below the high-water mark, so the batch cannot be replayed "
+            f"exactly; nothing is committed. {self._hint()}"
+        )
 
     def _changed(self, now: str) -> str:
         return (
@@ -258,17 +260,26 @@ class TableRange:
 
     def _still_same(self, table: sa.Table, names: Sequence[str]) -> Any:
         """True when the range holds :attr:`count` rows of :attr:`digest`; else a cast that
-        fails the query with this range's error (tagged for the Spark runtime)."""
+        fails the query with this range's error (tagged for the Spark runtime): the error
+        :meth:`check` gives in process (rows inserted or deleted when the count differs, else
+        a row updated)."""
         inner = table.alias("trident_check")
         found = sa.func.count()
         total = sa.func.coalesce(sa.func.sum(sa.cast(_pg_row_hash(names), sa.Numeric)), 0)
         digest = total % _DIGEST_MOD
         head, tail = failure_text(SpoutEmitError("\x00")).split("\x00")
+
+        def failing(text: str, value: Any) -> Any:  # the error, ``value`` at "\x01"
+            before, after = (head + text + tail).split("\x01")
+            return sa.cast(sa.literal(before) + value + sa.literal(after), sa.Boolean)
+
         now = sa.cast(found, sa.Text) + " rows, digest sum " + sa.cast(digest, sa.Text)
-        before, after = (head + self._changed("\x01") + tail).split("\x01")
-        message = sa.literal(before) + now + sa.literal(after)
         ok = sa.and_(found == self.count, digest == int(str(self.digest), 16))
-        check = sa.case((ok, sa.true()), else_=sa.cast(message, sa.Boolean))
+        check = sa.case(
+            (ok, sa.true()),
+            (found != self.count, failing(self._count_changed("\x01"), sa.cast(found, sa.Text))),
+            else_=failing(self._changed("\x01"), now),
+        )
         return sa.select(check).select_from(inner).where(*self._where(inner)).scalar_subquery()
 
     def read_spec(self) -> ReadSpec:

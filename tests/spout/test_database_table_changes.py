@@ -181,3 +181,43 @@ def test_an_opaque_replay_after_an_update_and_a_delete_on_spark(
     url: str, table: str, tmp_path: Path, on_spark: Process
 ) -> None:
     opaque_replay_after_an_update_and_a_delete(url, table, tmp_path, on_spark)
+
+
+COUNT_CHANGED = (
+    r"database table '{table}' partition 'all': range id in \(None, 4\] holds {now} rows, 3 when "
+    r"the batch first read it: rows were inserted or deleted below the high-water mark, so the "
+    r"batch cannot be replayed exactly; nothing is committed\. Hint: "
+)
+
+
+def transactional_replay_after_an_insert_or_delete(
+    url: str, table: str, tmp_path: Path, process: Process, change: str
+) -> None:
+    """Issue 32, item 6: a row inserted into (or deleted from) a failed txid's range before its
+    retry is named as such on every runtime (Spark's JDBC read said "a row was updated or
+    deleted" for an insert)."""
+    execute(url, f"DELETE FROM {table} WHERE id = 3")  # txid 1 reads ids 1, 2, 4
+    steps = word_counts(url, table, tmp_path, opaque=False)
+    txid = fail_after_state(steps, process)
+    if change == "insert":
+        execute(url, f"INSERT INTO {table} (id, word) VALUES (3, 'c')")
+    else:
+        execute(url, f"DELETE FROM {table} WHERE id = 2")
+    now = 4 if change == "insert" else 2
+    with pytest.raises(SpoutEmitError, match=COUNT_CHANGED.format(table=table, now=now)):
+        process(steps, txid)
+    assert steps.store.committed_txid() == 0
+
+
+@pytest.mark.parametrize("change", ["insert", "delete"])
+def test_a_row_inserted_or_deleted_before_a_retry_is_named_in_process(
+    url: str, table: str, tmp_path: Path, change: str
+) -> None:
+    transactional_replay_after_an_insert_or_delete(url, table, tmp_path, in_process, change)
+
+
+@pytest.mark.parametrize("change", ["insert", "delete"])
+def test_a_row_inserted_or_deleted_before_a_retry_is_named_on_spark(
+    url: str, table: str, tmp_path: Path, on_spark: Process, change: str
+) -> None:
+    transactional_replay_after_an_insert_or_delete(url, table, tmp_path, on_spark, change)
