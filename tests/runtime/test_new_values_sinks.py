@@ -53,17 +53,28 @@ def state_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 def _empty(url: str) -> None:
-    """Empty the SQL states (Spark's reused Python workers remember a table exists) and drop
-    the Iceberg table from the catalog in ``url``."""
+    """Empty the SQL states (Spark's reused Python workers remember a table exists) and this
+    topology's ledger and rebuild rows, and drop the Iceberg table from the catalog in ``url``."""
     engine = sa.create_engine(url)
-    for table in (nv.COUNTS, nv.UPDATES, nv.LATEST, "trident_commit_ledger"):
+    for table in (nv.COUNTS, nv.UPDATES, nv.LATEST):
         if sa.inspect(engine).has_table(table):
             with engine.begin() as conn:
                 conn.execute(sa.text(f'DELETE FROM "{table}"'))
+    for table in ("trident_commit_ledger", "trident_rebuild_progress"):
+        if sa.inspect(engine).has_table(table):
+            with engine.begin() as conn:
+                conn.execute(sa.text(f'DELETE FROM "{table}" WHERE topology = :t'), {"t": nv.NAME})
     engine.dispose()
     catalog = nv.TOTALS.inner.located_at(url).load_catalog()
-    if catalog.table_exists(nv.TOTALS_TABLE):
-        catalog.drop_table(nv.TOTALS_TABLE)
+    try:
+        if catalog.table_exists(nv.TOTALS_TABLE):
+            catalog.drop_table(nv.TOTALS_TABLE)
+    except FileNotFoundError:  # its files went first (an interrupted run)
+        engine = sa.create_engine(url)
+        with engine.begin() as conn:
+            conn.execute(sa.text("DELETE FROM iceberg_tables WHERE table_name = :t"),
+                         {"t": nv.TOTALS_TABLE.split(".")[1]})  # fmt: skip
+        engine.dispose()
 
 
 @pytest.fixture
