@@ -52,7 +52,13 @@ import sqlalchemy as sa
 
 from airflow_trident.errors import BatchNotReadyError, ConfigurationError, StateError
 from airflow_trident.names import validate_name
-from airflow_trident.state.sql.engine import connect, describe_url, resolve_engine, translate_errors
+from airflow_trident.state.sql.engine import (
+    connect,
+    describe_url,
+    resolve_engine,
+    translate_errors,
+    writing,
+)
 from airflow_trident.state.sql.factory import default_state_url
 from airflow_trident.state.sql.schema import create_table_if_absent
 
@@ -260,6 +266,7 @@ class SqlWindowStore:
             connect(engine, self.factory.table, what) as conn,
             translate_errors(engine, self.factory.table, what),
         ):
+            writing(conn)  # SQLite: the write lock first (window partitions write at once)
             for _ in range(5):
                 try:
                     with conn.begin():
@@ -379,7 +386,7 @@ class SqlWindowStore:
         with (
             connect(engine, self.factory.table, what) as conn,
             translate_errors(engine, self.factory.table, what),
-            conn.begin(),
+            writing(conn).begin(),
         ):
             removed += conn.execute(
                 batches.delete().where(self._key(batches) & (batches.c.txid < txid))

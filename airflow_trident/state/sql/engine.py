@@ -24,11 +24,13 @@ from airflow_trident.errors import StateError, StateStoreUnavailableError, Tride
 
 __all__ = [
     "CONNECT_TIMEOUT_S",
+    "SQLITE_BUSY_TIMEOUT_S",
     "connect",
     "describe_url",
     "resolve_engine",
     "shared_engine",
     "translate_errors",
+    "writing",
 ]
 
 CONNECT_TIMEOUT_S = 10
@@ -38,6 +40,11 @@ _HINT_UNAVAILABLE = (
     "hint: check that the database server runs and the URL (the state connection, or "
     "TRIDENT_STATE_URL) is right"
 )
+
+SQLITE_BUSY_TIMEOUT_S = 60.0
+"""How long a SQLite connection waits for another one's write lock before "database is
+locked" (pysqlite's default is 5 s)."""
+_WRITING = "trident_sqlite_immediate"
 
 _ENGINES: dict[str, sa.Engine] = {}
 _ENGINES_LOCK = threading.Lock()
@@ -62,6 +69,9 @@ def shared_engine(url: str | sa.URL) -> sa.Engine:
                 connect_args["connect_timeout"] = CONNECT_TIMEOUT_S
             if parsed.get_backend_name() == "sqlite":
                 connect_args["isolation_level"] = None  # we emit BEGIN ourselves, see below
+                # writers wait for each other (one at a time) this long, not pysqlite's 5 s
+                if "timeout" not in parsed.query:
+                    connect_args["timeout"] = SQLITE_BUSY_TIMEOUT_S
             engine = sa.create_engine(parsed, pool_pre_ping=True, connect_args=connect_args)
             if parsed.get_backend_name() == "sqlite":
                 sa.event.listen(engine, "begin", _sqlite_begin)
@@ -73,9 +83,23 @@ def _sqlite_begin(conn: sa.Connection) -> None:
     """Start SQLite transactions at ``begin()``, not at the first write as pysqlite would.
 
     SQLAlchemy's documented recipe: with pysqlite's own transaction handling off, a commit's
-    reads and writes all belong to the one transaction opened by ``begin_commit``.
+    reads and writes all belong to the one transaction opened by ``begin_commit``. A
+    connection marked by :func:`writing` begins ``IMMEDIATE``: it takes SQLite's write lock
+    at once. Two transactions that read and then write (a state commit, a window's batch)
+    would otherwise both hold read locks and deadlock on the upgrade: SQLite fails one at once
+    with "database is locked" (busy waits cannot help), e.g. two Spark tasks of one batch.
     """
-    conn.exec_driver_sql("BEGIN")
+    immediate = conn.get_execution_options().get(_WRITING, False)
+    conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+
+def writing(conn: sa.Connection) -> sa.Connection:
+    """``conn``, whose transactions (from its next ``begin()``) take SQLite's write lock at
+    once (``BEGIN IMMEDIATE``: writers queue, for up to :data:`SQLITE_BUSY_TIMEOUT_S`); no
+    change on PostgreSQL."""
+    if conn.dialect.name == "sqlite":
+        conn.execution_options(**{_WRITING: True})
+    return conn
 
 
 def resolve_engine(url_or_engine: str | sa.URL | sa.Engine) -> sa.Engine:

@@ -36,7 +36,7 @@ from airflow_trident.state.base import Key, StateType, check_same_length
 from airflow_trident.state.combine import CombineOp
 from airflow_trident.state.sql.bulk import PgBulk
 from airflow_trident.state.sql.codec import RowCodec
-from airflow_trident.state.sql.engine import connect, describe_url, resolve_engine
+from airflow_trident.state.sql.engine import connect, describe_url, resolve_engine, writing
 from airflow_trident.state.sql.engine import translate_errors as _translate
 from airflow_trident.state.sql.rows import RowPaths
 from airflow_trident.state.sql.schema import check_schema_support, ensure_table, layout_in
@@ -205,7 +205,8 @@ class SqlBackingMap:
         conn = connect(self.engine, self.table, what)
         try:
             with _translate(self.engine, self.table, what):
-                self._tx = conn.begin()
+                # SQLite: the write lock at once (parallel commit partitions read, then write)
+                self._tx = writing(conn).begin()
                 self._check(conn)
         except BaseException:
             conn.close()
