@@ -40,10 +40,11 @@ table source:
   was lost would): each state must then hold exactly what it held, or refuse the txid with a
   Trident error having written nothing;
 * new deployments of the same topology name with another ``parallelism_hint`` (1-4) between
-  batches and between a failed attempt that wrote its states and its retry: the partial stage
-  of the aggregated states and the commit partitions of the sinks follow the hint; a retry
-  refused for its partition count is run again on the deployment that first wrote it, as an
-  operator would;
+  batches (half of them followed at once by a replay, before the new deployment's first commit
+  moved any partition's mark) and between a failed attempt that wrote its states and its
+  retry: the partial stage of the aggregated states and the commit partitions of the sinks
+  follow the hint; a retry refused for its partition count is run again on the deployment that
+  first wrote it, as an operator would;
 * batches of very different sizes: 1 row, 2-6 rows, or 1,000-4,000 rows;
 * append sinks of every row (``id, word, amount``): an Iceberg table (SQL catalog in the state
   database) and a Delta table, compared row by row (each committed row exactly once).
@@ -650,6 +651,8 @@ class _Chaos:
         """One txid, attempted until it commits; returns the rows it read."""
         if faults and self.c.redeploys and self.rng.random() < self.c.redeploys:
             self.redeploy("redeploy")
+            if self.c.replays and self.store.committed_txid() and self.rng.random() < 0.5:
+                self.replay()  # before the new deployment's first commit
         if faults and self._fault():
             self.insert(self.rng.randint(1, 3))
             self.report.faults["insert_during_batch"] += 1
