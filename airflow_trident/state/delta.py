@@ -13,8 +13,9 @@ Application transaction ids, for state ``app_id`` and partition ``i`` of ``n``:
 
 * ``<app_id>.p<i>of<n>`` — version = the last txid this partition wrote (the skip check);
 * ``<app_id>`` — version = ``txid * 4096 + n``: the last txid written and its partition count.
-  A replay of that txid with another partition count is refused (it would write the rows again
-  under other ids) with :class:`~airflow_trident.errors.StateError`.
+  A txid below it is complete in the table (txids commit in order) and writes nothing, whatever
+  its partition count; that txid itself replayed with another partition count is refused (it
+  would write the rows again under other ids) with :class:`~airflow_trident.errors.StateError`.
 
 Examples
 --------
@@ -64,6 +65,10 @@ class DeltaStateFactory:
     """Makes the :class:`DeltaState` of each commit partition (see :func:`delta_state`)."""
 
     state_type = StateType.TRANSACTIONAL
+    txids_by_partition = True
+    """The table records the txid each commit partition wrote, not a txid per key: a txid's
+    replay must spread its rows over the partitions as its first commit did
+    (:mod:`airflow_trident.runtime.shape`)."""
 
     def __init__(
         self,

@@ -14,10 +14,12 @@ partition's rows of batch ``txid`` go in *one* Iceberg commit that also
 * sets the table properties ``trident.txid.<app_id>.p<i>of<n>`` = the last txid this partition
   wrote and ``trident.txid.<app_id>`` = ``<txid>/<n>`` (the last txid and its partition count).
 
-The properties are the record the sink checks: before writing, a partition reads its property
-and skips a txid at or below it, so a replayed txid (a commit whose compare-and-set in ZooKeeper
-failed after the Iceberg commit, a cleared Airflow run, a backfill over committed txids) adds
-nothing. Properties live in the table's metadata, not in a snapshot, so expiring snapshots and
+The properties are the record the sink checks: before writing, a partition skips a txid below
+the app's last one (complete in the table: txids commit in order), whatever its partition count,
+and a txid at or below its own property, so a replayed txid (a commit whose compare-and-set in
+ZooKeeper failed after the Iceberg commit, a cleared Airflow run, a backfill over committed
+txids) adds nothing; the app's last txid replayed with another partition count is refused.
+Properties live in the table's metadata, not in a snapshot, so expiring snapshots and
 compaction keep them. A commit refused because another writer committed first (two topologies,
 or two partitions of one txid) is retried from the start — the property read again — after a
 backoff (exponential, jittered); pyiceberg's own rebase of the same commit is not used, since
@@ -80,6 +82,10 @@ class IcebergStateFactory:
     """Makes the :class:`IcebergState` of each commit partition (see :func:`iceberg_state`)."""
 
     state_type = StateType.TRANSACTIONAL
+    txids_by_partition = True
+    """The table records the txid each commit partition wrote, not a txid per key: a txid's
+    replay must spread its rows over the partitions as its first commit did
+    (:mod:`airflow_trident.runtime.shape`)."""
 
     def __init__(
         self,
