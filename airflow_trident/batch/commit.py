@@ -17,6 +17,7 @@ from airflow_trident.coordination.coordinator import BatchPlan
 from airflow_trident.errors import BatchIncompleteError, ConfigurationError
 from airflow_trident.runtime.local import run_commit_phase
 from airflow_trident.runtime.result import Partitions, ProcessResult, StagedState
+from airflow_trident.runtime.shape import batch_shape, check_replay_shape, shape_bound_states
 from airflow_trident.spout.executor import PartitionedBatches
 from airflow_trident.spout.opaque import StaleBatchError
 from airflow_trident.state.bracket import apply_in_commit
@@ -52,10 +53,14 @@ class MemoryBatch:
         self.result = result
 
     def manifest(self) -> dict[str, Any]:
-        """The parts of a manifest the commit summary reads."""
+        """The parts of a manifest the commit summary and the txid's shape read."""
         return {
             "emitted": self.result.emitted,
-            "states": {n: {"files": [{"rows": s.rows}]} for n, s in self.result.staged.items()},
+            "states": {
+                n: {"files": [{"rows": s.rows}], "partitions": max(1, len(s.partitions))}
+                for n, s in self.result.staged.items()
+            },
+            "runtime": "local",
         }
 
     def apply_staged(
@@ -117,7 +122,7 @@ class CommitSteps(ProcessSteps):
         def apply_batch() -> None:
             # state can hold an earlier attempt's writes of this txid only if an earlier commit
             # of it started: then (only) opaque keys it wrote and this one does not are reverted
-            revert = self.store.mark_commit_started(txid)
+            revert = self.start_commit(txid, manifest)
             new_values = applier.apply_staged(plan, manifest, revert=revert)
             commit_phase.update(self.apply_commit_phase(txid, new_values, revert=revert))
 
@@ -165,6 +170,24 @@ class CommitSteps(ProcessSteps):
 
         run_commit_phase(self.processor, txid, new_values, apply)
         return applied
+
+    def start_commit(self, txid: int, manifest: Mapping[str, Any]) -> bool:
+        """Record that a commit of ``txid`` starts applying ``manifest``'s batch, with the
+        txid's shape (:mod:`~airflow_trident.runtime.shape`); return whether one had started
+        before (state may then hold an earlier attempt's writes).
+
+        Raises
+        ------
+        StateError
+            If an earlier commit of ``txid`` started with another shape for a state that keeps
+            its txids per commit partition (nothing is written).
+        """
+        shape = batch_shape(self.processor.plan, manifest)
+        started = self.store.mark_commit_started(txid, shape)
+        if started:  # the first commit's shape, or nothing is written
+            bound = shape_bound_states(self.processor.plan)
+            check_replay_shape(txid, self.store.commit_shape(txid), shape, bound)
+        return started
 
     def _record_if_missing(self, txid: int) -> None:
         """A commit that died between ZooKeeper's compare-and-set and its ledger row: write the
@@ -232,9 +255,10 @@ class CommitSteps(ProcessSteps):
         """Apply every staged partition of ``manifest`` here, each in its own state commit
         (without the compare-and-set of the committed txid); return the new values by state
         (the worker-side :class:`StagedBatchApplier`). ``revert=None``: record that a commit
-        of the txid started and revert only if one had before (see :meth:`apply_result`)."""
+        of the txid started, with its shape, and revert only if one had before (see
+        :meth:`start_commit`, :meth:`apply_result`)."""
         if revert is None:
-            revert = self.store.mark_commit_started(plan.txid)
+            revert = self.start_commit(plan.txid, manifest)
         return self.apply_result(plan.txid, self.staging.read_states(manifest), revert=revert)
 
     def apply_result(

@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 import sys
 import time
 from collections.abc import Sequence
@@ -33,6 +34,7 @@ from airflow_trident.batch.lifecycle import zookeeper_batch_steps
 from airflow_trident.batch.steps import BatchSteps
 from airflow_trident.coordination.client import ZkConfig, connect, with_security_from_env
 from airflow_trident.coordination.coordinator import BatchPlan
+from airflow_trident.errors import BatchFailedError
 from airflow_trident.runtime.reference import load_topology
 from airflow_trident.runtime.staging import StagingArea
 from airflow_trident.state.sql.factory import STATE_URL_ENV
@@ -74,37 +76,71 @@ def stage_frames(
     partitions), then the manifest (last) listing every file with its row count (read from the
     Parquet footers).
 
+    A state whose commit partitions are fixed (``SparkStagedState.partitions``) lists exactly
+    that many, in order: Spark's file ``part-<i>-...`` is commit partition ``i``, and a
+    partition Spark wrote no file for (it had no rows) is listed with ``"path": None`` — so its
+    partition count is the in-process runtime's, whatever Spark's settings and the batch's size.
+
     Spark's own writer, not a Python function per task: on Spark Connect every session starts
     its own Python workers (seconds), which a plan of built-ins otherwise never needs. No
     compression: the files are read once, by the commit, usually from a local disk."""
-    import pyarrow.parquet as pq
-
     from airflow_trident.runtime.spark.compile import col
 
-    filesystem, _ = staging.filesystem()
     directory = staging.path(plan.attempt)
     states: dict[str, dict[str, Any]] = {}
     for name, staged in result.staged.items():
         path = f"{directory}/{name}"
         frame = staged.frame.select(*[col(f) for f in staged.fields])
         result.run(_writer(frame, _uri(staging, path)))
-        files = []
-        for info in sorted(filesystem.get_file_info(_selector(path)), key=lambda i: i.path):
-            if info.base_name.endswith(".parquet"):
-                rows = pq.read_metadata(info.path, filesystem=filesystem).num_rows
-                files.append({"path": info.path, "rows": rows})
+        files = _staged_files(staging, path, staged.partitions, plan.txid, name)
         states[name] = {
             "kind": staged.kind,
             "fields": list(staged.fields),
             "files": files,
+            "partitions": max(1, len(files)),
             "pickled": sorted(staged.pickled),
         }
-    return staging.write_manifest(plan.attempt, result.emitted, states, plan.metas)
+    return staging.write_manifest(plan.attempt, result.emitted, states, plan.metas, "spark")
+
+
+def _staged_files(
+    staging: StagingArea, path: str, partitions: int | None, txid: int, state: str
+) -> list[dict[str, Any]]:
+    """The Parquet files Spark wrote under ``path`` with their row counts: in name order, or,
+    with fixed ``partitions``, one entry per commit partition (``None`` path: no rows)."""
+    import pyarrow.parquet as pq
+
+    filesystem, _ = staging.filesystem()
+    files = []
+    for info in sorted(filesystem.get_file_info(_selector(path)), key=lambda i: i.path):
+        if info.base_name.endswith(".parquet"):
+            rows = pq.read_metadata(info.path, filesystem=filesystem).num_rows
+            files.append({"path": info.path, "rows": rows})
+    if partitions is None:
+        return files
+    by_index: list[dict[str, Any]] = [{"path": None, "rows": 0} for _ in range(partitions)]
+    for entry in files:
+        match = _PART.match(entry["path"].rsplit("/", 1)[-1])
+        index = int(match.group(1)) if match else -1
+        if not 0 <= index < partitions or by_index[index]["path"] is not None:
+            msg = (
+                f"txid {txid}: Spark staged state {state!r} in {entry['path']}, which is not "
+                f"one of its {partitions} commit partitions' files (part-00000.. part-"
+                f"{partitions - 1:05d}, one each); nothing was committed"
+            )
+            raise BatchFailedError(msg)
+        by_index[index] = entry
+    return by_index
+
+
+_PART = re.compile(r"part-(\d+)-")
 
 
 def _writer(frame: Any, uri: str) -> Any:
     def write() -> None:
-        frame.write.mode("overwrite").option("compression", "none").parquet(uri)
+        # one file per Spark partition (spark.sql.files.maxRecordsPerFile would split them)
+        writer = frame.write.mode("overwrite").option("compression", "none")
+        writer.option("maxRecordsPerFile", 0).parquet(uri)
 
     return write
 

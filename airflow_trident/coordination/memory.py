@@ -49,7 +49,7 @@ class MemoryCoordinatorStore:
         self._meta: dict[str, dict[int, Any]] = {}
         self._runs: dict[str, int] = {}
         self._partition_states: dict[str, MemoryPartitionState] = {}
-        self._commits_started: set[int] = set()
+        self._commits_started: dict[int, Any] = {}  # txid -> the shape its first commit had
 
     def current_txid(self) -> int:
         return self._current
@@ -155,12 +155,19 @@ class MemoryCoordinatorStore:
                     removed += 1
             return removed
 
-    def mark_commit_started(self, txid: int) -> bool:
-        """Record that a commit of ``txid`` starts applying state; whether one had before."""
+    def mark_commit_started(self, txid: int, shape: Mapping[str, Any] | None = None) -> bool:
+        """Record that a commit of ``txid`` starts applying state (the first one's ``shape``
+        with it); whether one had before."""
         with self._lock:
             started = txid in self._commits_started
-            self._commits_started.add(txid)
+            self._commits_started.setdefault(txid, None if shape is None else dict(shape))
             return started
+
+    def commit_shape(self, txid: int) -> dict[str, Any] | None:
+        """The shape the first commit of ``txid`` started with (``None``: none recorded)."""
+        with self._lock:
+            shape = self._commits_started.get(txid)
+            return None if shape is None else dict(shape)
 
     def partition_state(self, spout: str) -> PartitionState:
         """Partitioned spout ``spout``'s per-partition metadata, in memory beside this."""

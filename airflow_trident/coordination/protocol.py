@@ -102,9 +102,14 @@ class CoordinatorStoreProtocol(Protocol):
         default ``txid``); the number of entries removed."""
         ...
 
-    def mark_commit_started(self, txid: int) -> bool:
-        """Record that a commit of ``txid`` starts applying state; return whether one had
-        already started (state may then hold an earlier attempt's writes of ``txid``)."""
+    def mark_commit_started(self, txid: int, shape: Mapping[str, Any] | None = None) -> bool:
+        """Record that a commit of ``txid`` starts applying state (the first one also records
+        the txid's ``shape``); return whether one had already started (state may then hold an
+        earlier attempt's writes of ``txid``)."""
+        ...
+
+    def commit_shape(self, txid: int) -> dict[str, Any] | None:
+        """The shape the first commit of ``txid`` started with (``None``: none recorded)."""
         ...
 
     def partition_state(self, spout: str) -> PartitionState:

@@ -518,19 +518,32 @@ class CoordinatorStore:
                     removed += 1
         return removed + self._delete(index)
 
-    def mark_commit_started(self, txid: int) -> bool:
-        """Record that a commit of ``txid`` starts applying state; return whether one had
-        already started (then state may hold an earlier attempt's writes of ``txid``).
+    def mark_commit_started(self, txid: int, shape: Mapping[str, Any] | None = None) -> bool:
+        """Record that a commit of ``txid`` starts applying state, with the txid's ``shape``
+        (:func:`~airflow_trident.runtime.shape.batch_shape`) as the node's data; return whether
+        one had already started (then state may hold an earlier attempt's writes of ``txid``,
+        and the node keeps the first one's shape).
 
         A create retried after a connection loss may find its own node and answer ``True``:
         that only costs the caller a needless check, never a missed one.
         """
         path = self.paths.commit_started(txid)
+        data = b"" if shape is None else encode_json(dict(shape), what=f"shape of txid {txid}")
         try:
-            self.client.retry(self.client.create, path, b"", makepath=True)
+            self.client.retry(self.client.create, path, data, makepath=True)
         except NodeExistsError:
             return True
         return False
+
+    def commit_shape(self, txid: int) -> dict[str, Any] | None:
+        """The shape the first commit of ``txid`` started with (``None``: no commit started,
+        or one started before shapes were recorded)."""
+        try:
+            data, _ = self.client.retry(self.client.get, self.paths.commit_started(txid))
+        except NoNodeError:
+            return None
+        shape = _decode(data)
+        return shape if isinstance(shape, dict) else None
 
     def delete_all(self) -> None:
         """Delete every node of this topology (tests, and dropping a topology)."""

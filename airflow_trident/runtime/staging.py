@@ -128,10 +128,15 @@ class StagingArea:
                 pq.write_table(table, path, filesystem=filesystem, compression="none")
                 files[name].append({"path": path, "rows": len(rows)})
         states = {
-            name: {"kind": s.kind, "fields": list(s.fields), "files": files[name]}
+            name: {
+                "kind": s.kind,
+                "fields": list(s.fields),
+                "files": files[name],
+                "partitions": max(1, len(files[name])),
+            }
             for name, s in result.staged.items()
         }
-        return self.write_manifest(attempt, result.emitted, states, metas)
+        return self.write_manifest(attempt, result.emitted, states, metas, "local")
 
     def write_manifest(
         self,
@@ -139,8 +144,14 @@ class StagingArea:
         emitted: Mapping[str, Mapping[str, int]],
         states: Mapping[str, Mapping[str, Any]],
         metas: Mapping[str, Any],
+        runtime: str | None = None,
     ) -> dict[str, Any]:
-        """Write the manifest (last, so its presence means every file is in place)."""
+        """Write the manifest (last, so its presence means every file is in place).
+
+        ``states`` give each state's ``files`` (one per commit partition, in order; a ``None``
+        path for a partition with no rows) and ``partitions`` (their count); ``runtime``
+        (``"local"``, ``"spark"``) is where the batch was processed: with the partition counts,
+        the txid's shape (:mod:`~airflow_trident.runtime.shape`)."""
         filesystem, _ = self.filesystem()
         filesystem.create_dir(self.path(attempt), recursive=True)  # no file staged: no dir yet
         manifest = {
@@ -150,6 +161,7 @@ class StagingArea:
             "meta_digest": meta_digest(metas),
             "emitted": {k: dict(v) for k, v in emitted.items()},
             "states": {k: dict(v) for k, v in states.items()},
+            "runtime": runtime,
             "complete": True,
         }
         with filesystem.open_output_stream(f"{self.path(attempt)}/{MANIFEST}") as out:
@@ -221,6 +233,14 @@ class StagingArea:
         )
         entry = manifest["states"][state]
         staged_file = entry["files"][index]
+        if staged_file["path"] is None:  # a commit partition with no rows (Spark wrote no file)
+            if staged_file["rows"]:
+                msg = (
+                    f"{where}: partition {index} of state {state!r} lists {staged_file['rows']} "
+                    f"rows and no file; the batch is incomplete and will not be committed"
+                )
+                raise BatchIncompleteError(msg)
+            return []
         try:
             table = pq.read_table(staged_file["path"], filesystem=filesystem)
         except (FileNotFoundError, OSError) as exc:

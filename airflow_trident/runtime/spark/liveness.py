@@ -6,7 +6,12 @@ sees the whole tuple (``map``, ``peek``, a custom partitioner, joins and merges)
 
 *Exact partitions*: ``partition_aggregate`` sees one partition at a time, so where it runs the
 Spark partitions must be the batch's partitions (one per source partition, or the repartition's
-count); elsewhere Spark may choose (adaptive shuffle partitions, no extra shuffles).
+count). So must a state's commit partitions where they are part of the txid's shape
+(:func:`fixed_commit_partitions`): a ``partition_persist`` (the updater gets partition ``i`` of
+``n``; the lakehouse sinks keep their txids per partition) and a state whose new values feed a
+lakehouse sink (its partitions are that stream's). Elsewhere Spark may choose (adaptive shuffle
+partitions, no extra shuffles): a ``persistent_aggregate`` keeps a txid per key, whatever the
+partition a key was applied in.
 
 >>> from airflow_trident.operation import Count, Split
 >>> from airflow_trident.planner.planner import build_plan
@@ -42,9 +47,16 @@ from airflow_trident.graph import (
 )
 from airflow_trident.operation.builtin import Count, Max, Min, Sum
 from airflow_trident.planner.plan import ExecutionPlan, FinalAgg, Op, PartialAgg, PersistSink, Stage
+from airflow_trident.runtime.shape import shape_bound_states
 from airflow_trident.tuple import Fields
 
-__all__ = ["StageLiveness", "analyze", "op_inputs", "partition_sensitive"]
+__all__ = [
+    "StageLiveness",
+    "analyze",
+    "fixed_commit_partitions",
+    "op_inputs",
+    "partition_sensitive",
+]
 
 
 @dataclass(frozen=True)
@@ -68,6 +80,17 @@ def partition_sensitive(op: Op) -> bool:
     """Whether ``op``'s output depends on how tuples are spread over partitions (windows keep
     each partition's tuples across batches)."""
     return isinstance(op, WindowNode) or (isinstance(op, AggregateNode) and op.scope == "partition")
+
+
+def fixed_commit_partitions(plan: ExecutionPlan, stage: Stage) -> bool:
+    """Whether ``stage``'s sink must stage exactly the batch's partitions (the in-process
+    runtime's count, whatever Spark's settings and the batch's size): a ``partition_persist``,
+    or a state whose new values feed a state keeping its txids per commit partition (an
+    Iceberg or Delta sink after ``new_values_stream()``: its partitions are that stream's)."""
+    sink = stage.sink
+    if sink is None:
+        return False
+    return sink.kind == "update" or sink.node.state in shape_bound_states(plan)
 
 
 def op_inputs(stage: Stage) -> list[Fields]:
@@ -146,8 +169,10 @@ def analyze(plan: ExecutionPlan, phase: str, keep: frozenset[str]) -> dict[str, 
         for op, in_fields in reversed(list(zip(stage.ops, op_inputs(stage), strict=True))):
             needed = _before(op, needed, in_fields)
             before.append(needed)
-        exact = any(partition_sensitive(op) for op in stage.ops) or any(
-            result[c.id].exact and c.inputs[i].repartition is None for c, i in uses
+        exact = (
+            any(partition_sensitive(op) for op in stage.ops)
+            or fixed_commit_partitions(plan, stage)
+            or any(result[c.id].exact and c.inputs[i].repartition is None for c, i in uses)
         )
         result[stage.id] = StageLiveness(tuple(reversed(before)), frozenset(after), exact)
     return result

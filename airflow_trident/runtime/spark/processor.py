@@ -36,7 +36,12 @@ from airflow_trident.runtime.commit import query_state
 from airflow_trident.runtime.spark import compile as C
 from airflow_trident.runtime.spark import driver_read, inputs
 from airflow_trident.runtime.spark.frames import Frame, PendingAgg, Sample, output_schema
-from airflow_trident.runtime.spark.liveness import StageLiveness, analyze, op_inputs
+from airflow_trident.runtime.spark.liveness import (
+    StageLiveness,
+    analyze,
+    fixed_commit_partitions,
+    op_inputs,
+)
 from airflow_trident.runtime.spark.python_ops import (
     SENTINEL,
     LocalStep,
@@ -236,8 +241,12 @@ class _Run:
                 same = frame.columns == sink.fields and not frame.sentinel
                 df = frame.df if same else C.select(frame.df, sink.fields)
                 pickled = frame.pickled & set(sink.fields)
+                exact = frame.nparts if frame.exact else None
+                if exact is None and fixed_commit_partitions(self.p.plan, stage):
+                    msg = f"txid {self.txid}: state {sink.node.state!r} lost its exact partitions"
+                    raise AssertionError(msg)
                 self.result.staged[sink.node.state] = SparkStagedState(
-                    sink.node.state, sink.kind, sink.fields, df, pickled
+                    sink.node.state, sink.kind, sink.fields, df, pickled, exact
                 )
         return self.result
 

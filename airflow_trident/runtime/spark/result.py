@@ -46,7 +46,9 @@ class SparkStagedState:
     """Rows staged for one state's commit, as a DataFrame (see ``PersistSink``).
 
     ``combine``: group fields + one combined value per group, one row per group. ``pickled``
-    names columns holding pickled Python values (Arrow could not type them).
+    names columns holding pickled Python values (Arrow could not type them). ``partitions``:
+    the frame's Spark partitions are exactly the batch's commit partitions, this many (Spark
+    partition ``i`` is commit partition ``i``, as in process); ``None``: Spark chose them.
     """
 
     state: str
@@ -54,6 +56,7 @@ class SparkStagedState:
     fields: Fields
     frame: DataFrame
     pickled: frozenset[str] = frozenset()
+    partitions: int | None = None
 
 
 @dataclass
