@@ -18,7 +18,16 @@ __all__ = ["CombineOp"]
 
 
 class CombineOp(enum.Enum):
-    """An associative, commutative fold over numbers whose identity is 'absent'."""
+    """An associative, commutative fold over numbers whose identity is 'absent'.
+
+    ``MIN``/``MAX`` order NaN above every number, as Spark SQL and PostgreSQL do (Python's
+    ``min``/``max`` keep whichever comes first), so the result does not depend on the order.
+
+    >>> nan = float("nan")
+    >>> MAX, MIN = CombineOp.MAX, CombineOp.MIN
+    >>> MAX.combine(1.0, nan), MAX.combine(nan, 1.0), MIN.combine(nan, 1.0), MIN.combine(1.0, nan)
+    (nan, nan, 1.0, 1.0)
+    """
 
     SUM = "sum"
     MIN = "min"
@@ -32,6 +41,13 @@ class CombineOp(enum.Enum):
             return old
         if self is CombineOp.SUM:
             return old + delta
+        if _is_nan(old) or _is_nan(delta):  # NaN is above every number
+            high, low = (old, delta) if _is_nan(old) else (delta, old)
+            return low if self is CombineOp.MIN else high
         if self is CombineOp.MIN:
             return min(old, delta)
         return max(old, delta)
+
+
+def _is_nan(value: Any) -> bool:
+    return isinstance(value, float) and value != value

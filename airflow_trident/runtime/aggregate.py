@@ -18,16 +18,45 @@ from airflow_trident.graph import AggPart
 from airflow_trident.operation.base import Aggregator, CombinerAggregator, ReducerAggregator
 from airflow_trident.tuple import Fields, TridentCollector, TridentTuple, tuple_type
 
-__all__ = ["aggregate_rows", "combine_partials", "group_rows", "partial_rows", "run_aggregator"]
+__all__ = [
+    "aggregate_rows",
+    "combine_partials",
+    "group_key",
+    "group_rows",
+    "group_value",
+    "partial_rows",
+    "run_aggregator",
+]
+
+
+_NAN = float("nan")
+
+
+def group_value(value: Any) -> Any:
+    """``value`` as a group key holds it: every NaN is one NaN (NaN is not equal to itself, so
+    each would be a group of its own) and ``-0.0`` is ``0.0`` (equal, so whichever came first
+    keyed the group), as Spark SQL groups them.
+
+    >>> group_value(float("nan")) is group_value(float("nan")), group_value(-0.0), group_value("a")
+    (True, 0.0, 'a')
+    """
+    if isinstance(value, float) and (value != value or value == 0.0):
+        return _NAN if value != value else 0.0
+    return value
+
+
+def group_key(row: Sequence[Any], group_index: Sequence[int]) -> tuple[Any, ...]:
+    """The group key of ``row`` (see :func:`group_value`)."""
+    return tuple(group_value(row[i]) for i in group_index)
 
 
 def group_rows(
     rows: Iterable[tuple[Any, ...]], group_index: Sequence[int]
 ) -> dict[tuple[Any, ...], list[tuple[Any, ...]]]:
-    """Rows by group key, groups in order of first appearance."""
+    """Rows by group key (:func:`group_key`), groups in order of first appearance."""
     groups: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
     for row in rows:
-        groups.setdefault(tuple(row[i] for i in group_index), []).append(row)
+        groups.setdefault(group_key(row, group_index), []).append(row)
     return groups
 
 
@@ -157,7 +186,7 @@ def combine_partials(
     """
     merged: dict[tuple[Any, ...], list[Any]] = {}
     for row in rows:
-        key, values = row[:n_group], row[n_group:]
+        key, values = group_key(row, range(n_group)), row[n_group:]
         if key not in merged:
             merged[key] = list(values)
             continue

@@ -16,14 +16,21 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from airflow_trident.errors import ConfigurationError
+from airflow_trident.runtime.aggregate import group_value
 from airflow_trident.runtime.result import Partitions
 
 __all__ = ["repartition", "stable_hash"]
 
 
 def stable_hash(key: Sequence[Any]) -> int:
-    """A hash of ``key`` that every process computes the same."""
-    return zlib.crc32(json.dumps(list(key), default=repr, sort_keys=True).encode())
+    """A hash of ``key`` that every process computes the same (values that group together,
+    ``-0.0`` and ``0.0``, hash the same: :func:`~airflow_trident.runtime.aggregate.group_value`).
+
+    >>> stable_hash([-0.0, "a"]) == stable_hash([0.0, "a"])
+    True
+    """
+    values = [group_value(v) for v in key]
+    return zlib.crc32(json.dumps(values, default=repr, sort_keys=True).encode())
 
 
 def repartition(

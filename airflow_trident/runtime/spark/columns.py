@@ -92,8 +92,8 @@ def _kind(value: Any) -> str:
         return "bytes"
     if isinstance(value, dict):
         return "dict"
-    if isinstance(value, list | tuple):
-        return "list"
+    if isinstance(value, list):
+        return "list"  # a tuple is "other": Arrow's list would come back as a Python list
     if isinstance(value, datetime.datetime | datetime.date | decimal.Decimal):
         return "arrow"
     return "other"
@@ -113,7 +113,8 @@ def infer_type(values: Iterable[Any]) -> pa.DataType | _Pickled | None:
     """The Arrow type of ``values`` (Python objects), ``None`` if all are ``None``, or
     :data:`PICKLED` if Arrow cannot hold them (mixed kinds, sets, objects, huge ints).
 
-    Dicts become maps (not structs: their keys vary), lists and tuples become lists.
+    Dicts become maps (not structs: their keys vary), lists lists; a tuple is pickled (an Arrow
+    list comes back as a Python list).
     """
     present = [v for v in values if v is not None]
     if not present:

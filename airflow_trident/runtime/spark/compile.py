@@ -32,6 +32,7 @@ __all__ = [
     "agg_exprs",
     "builtin_parts",
     "col",
+    "exact_sum",
     "exact_partitions",
     "hash_pid",
     "is_split",
@@ -97,16 +98,24 @@ def builtin_parts(parts: Sequence[AggPart], types: Callable[[], Mapping[str, T.D
     return True
 
 
-def agg_exprs(parts: Sequence[AggPart], names: Sequence[str]) -> list[Column]:
-    """One aggregate column per part, named ``names``."""
+def agg_exprs(
+    parts: Sequence[AggPart],
+    names: Sequence[str],
+    types: Callable[[], Mapping[str, T.DataType]] | None = None,
+) -> list[Column]:
+    """One aggregate column per part, named ``names``; ``types``: the input columns' Spark
+    types, asked only for a ``Sum`` (of an integer column, it is exact: :func:`exact_sum`)."""
     exprs = []
     for part, name in zip(parts, names, strict=True):
         agg = type(part.aggregator)
         if agg is Count:
             expr = F.count(F.lit(1))
         else:
-            value = col(part.input_fields[0])
-            if agg is Sum:
+            field = part.input_fields[0]
+            value = col(field)
+            if agg is Sum and types is not None and isinstance(types().get(field), T.IntegralType):
+                expr = exact_sum(value, f"Sum of {field!r} into {name!r}")
+            elif agg is Sum:
                 expr = F.coalesce(F.sum(value), F.lit(0))
             elif agg is Min:
                 expr = F.min(value)
@@ -114,6 +123,33 @@ def agg_exprs(parts: Sequence[AggPart], names: Sequence[str]) -> list[Column]:
                 expr = F.max(value)
         exprs.append(expr.alias(name))
     return exprs
+
+
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+def exact_sum(value: Column, what: str) -> Column:
+    """The sum of the integer column ``value`` as an int64 (``0`` for none), as in process:
+    exact whatever the partial sums (Spark's ``sum`` of a ``bigint`` fails on a partial sum
+    beyond int64, or wraps without ANSI mode). Each value is summed as its high and low 32 bits
+    (two int64 sums that cannot overflow below 2^31 values per group and batch), put together
+    in ``decimal``; a sum that does not fit int64 fails the batch saying so (in process it is a
+    Python int; Spark's column is 64-bit). As fast as ``sum`` (a ``decimal`` sum: 3x slower).
+    """
+    v = value.cast(T.LongType())
+    high = F.sum(F.shiftright(v, 32)).cast(T.DecimalType(20, 0))
+    low = F.sum(v.bitwiseAND(F.lit(0xFFFFFFFF))).cast(T.DecimalType(20, 0))
+    total = high * F.lit(2**32).cast(T.DecimalType(10, 0)) + low
+    beyond = (
+        f"{what}: the sum leaves int64 (Spark SQL's integer columns are 64-bit); the batch is "
+        f"not committed"
+    )
+    fits = total.between(F.lit(_INT64[0]), F.lit(_INT64[1]))
+    return (
+        F.when(total.isNull(), F.lit(0).cast(T.LongType()))
+        .when(fits, total.cast(T.LongType()))
+        .otherwise(F.raise_error(F.lit(beyond)).cast(T.LongType()))
+    )
 
 
 def union(frames: Sequence[DataFrame], fields: Sequence[Fields], out: Fields) -> DataFrame:

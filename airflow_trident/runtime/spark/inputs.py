@@ -310,7 +310,7 @@ def aggregated(
     ``hint`` partitions by key, unless :func:`establish` makes them exact next)."""
     node = pending.node
     group = list(node.group_fields)
-    exprs = C.agg_exprs(node.parts, op.fields[len(group) :])
+    exprs = C.agg_exprs(node.parts, op.fields[len(group) :], pending.pre.types)
     keys = [C.col(k) for k in group]
     pre = pending.pre.df
     df = pre.groupBy(*keys).agg(*exprs) if group else pre.agg(*exprs)
