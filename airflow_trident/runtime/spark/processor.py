@@ -151,7 +151,7 @@ def _output(frame: Frame) -> DataFrame:
         return frame.df
     node = frame.pending.node
     keys = [C.col(k) for k in node.group_fields]
-    exprs = C.agg_exprs(node.parts, frame.fields[len(node.group_fields) :])
+    exprs = C.agg_exprs(node.parts, frame.fields[len(node.group_fields) :], frame.pending.pre.types)
     pre = frame.pending.pre.df
     return pre.groupBy(*keys).agg(*exprs) if keys else pre.agg(*exprs)
 
