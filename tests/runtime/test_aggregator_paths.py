@@ -11,6 +11,10 @@ differential fuzzing of aggregators (tests/runtime/test_aggregator_fuzz.py) foun
   overflow when a partial sum left int64, though the in-process sum was exact (and fit).
 * A tuple an aggregator (or any Python step) made came back from Spark as a list: Arrow's
   type for it was a list.
+* The Spark driver's type sample runs the aggregations on the first tuples of each partition,
+  a made-up batch: user code raising on it (a combine of other partials, a filter checking a
+  batch's total) failed the batch on Spark, every attempt, where in process it committed (or
+  failed in another step).
 """
 
 from __future__ import annotations
@@ -21,8 +25,8 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from airflow_trident.errors import BatchFailedError
-from airflow_trident.operation import Count, Max, Min, ReducerAggregator, Sum
+from airflow_trident.errors import BatchFailedError, FailedException
+from airflow_trident.operation import Count, Filter, Max, Min, ReducerAggregator, Sum
 from airflow_trident.operation.combine import CombineOp
 from airflow_trident.runtime.local import LocalBatchProcessor
 from airflow_trident.runtime.spark.columns import PICKLED, infer_type
@@ -165,3 +169,36 @@ def test_an_aggregators_tuples_stay_tuples_on_spark(spark: Any) -> None:
     want = shown(local(build("tuples"), rows))
     assert want == ["('a', (1, 2))", "('b', (1,))"]
     assert shown(on_spark(spark, build("tuples"), rows)) == want
+
+
+class WholeBatch(Filter):
+    """Fails the batch on a count below the batch's (``FailedException``): a check of a total
+    that only the whole batch gives."""
+
+    def is_keep(self, tuple_: TridentTuple) -> bool:
+        if tuple_[0] != 4:
+            raise FailedException(f"a batch of {tuple_[0]} tuples, not 4")
+        return True
+
+
+@pytest.mark.integration
+def test_no_step_fails_a_batch_on_the_drivers_sample_of_an_aggregation(spark: Any) -> None:
+    # Given a filter checking a whole batch's count, the driver's type sample one tuple of each
+    # of two partitions (a made-up batch of 2)
+    rows = {"p0": [("a", 1), ("b", 2)], "p1": [("c", 3), ("d", 4)]}
+
+    def build(name: str) -> TridentTopology:
+        t = TridentTopology(name)
+        spout = MemoryTransactionalSpout({p: [] for p in rows}, ["k", "x"], 1)
+        counted = t.new_stream("src", spout).aggregate([], Count(), ["n"], name="agg")
+        counted.filter(["n"], WholeBatch(), name="whole")
+        return t
+
+    from airflow_trident.runtime.spark import SparkBatchProcessor
+
+    # Then Spark commits the batch's count as in process (the sample's count of 2 failed it)
+    assert shown(local(build("whole_batch"), rows)) == ["(4,)"]
+    with SparkBatchProcessor(build("whole_batch"), sample_rows=1).process(
+        spark, 1, {"src": rows}
+    ) as remote:
+        assert shown(remote.output_rows(remote.stages[-1])) == ["(4,)"]

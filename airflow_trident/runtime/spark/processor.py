@@ -132,7 +132,8 @@ class SparkBatchProcessor:
         Raises
         ------
         BatchFailedError
-            If a user operation fails on the driver-side sample, or Spark rejects the plan.
+            If Spark rejects the plan. (User code failing on the driver-side type sample fails
+            nothing: the sample is not the batch; the run of the batch decides.)
         """
         run = _Run(self, spark, txid, phase, frozenset(outputs))
         try:
@@ -392,9 +393,19 @@ class _Run:
         after = live.before[j] if j < len(live.before) else live.after
         in_columns = [f for f in fields[0] if f in live.before[i] and f in frame.columns]
         df = C.select(frame.df, [*in_columns, *([SENTINEL] if frame.sentinel else [])])
-        sample = frame.sample.rows
-        for op, in_fields in zip(driver_copy(tuple(ops)), fields, strict=True):  # not shipped
-            sample = LocalStep(op, in_fields, self.txid, self.states).partitions(sample)
+        try:  # only to learn types: the workers' run of the real batch decides every error
+            sample = frame.sample.rows
+            for op, in_fields in zip(driver_copy(tuple(ops)), fields, strict=True):  # not shipped
+                sample = LocalStep(op, in_fields, self.txid, self.states).partitions(sample)
+        except TridentError as exc:
+            # the sample is not the batch (an aggregation of its first tuples, a filter of that
+            # total): user code may fail on it where the batch does not, or fail otherwise
+            log.info(
+                "txid %d: the driver's type sample of step(s) %s failed (%s); their computed "
+                "fields travel pickled unless declared (output_types)",
+                self.txid, ", ".join(repr(op.id) for op in ops), exc,
+            )  # fmt: skip
+            sample = [[]]
         out_fields = ops[-1].fields
         columns = tuple(f for f in out_fields if f in after)
         schema = output_schema(ops, columns, frame, sample, self.timezone)
