@@ -43,6 +43,7 @@ from airflow_trident.state.sql import sql_state
 from airflow_trident.state.sql.bulk import PgBulk
 from airflow_trident.state.sql.engine import describe_url, shared_engine
 from airflow_trident.state.sql.factory import SqlMapStateFactory
+from airflow_trident.state.sql.table import NULL_KEYS
 
 PREFIX = "commit_scale_bench"  # tables <prefix>_<keys>; --prefix sets another
 
@@ -136,10 +137,11 @@ def explain(raw: psycopg.Connection, url: str, n: int, args: argparse.Namespace,
     sql = str(stmt.compile(dialect=pg.dialect(), compile_kwargs={"render_postcompile": True}))
     sql = sql.replace("%(txid)s", str(txid))
     with raw.cursor() as cur:
-        cur.execute("CREATE TEMP TABLE _trident_bulk (key text, val bigint)")
-        with cur.copy("COPY _trident_bulk (key, val) FROM STDIN") as copy:
+        # the state's own bulk table: its key columns, trident_null_keys and the value
+        cur.execute(f"CREATE TEMP TABLE _trident_bulk (key text, {NULL_KEYS} bigint, val bigint)")
+        with cur.copy(f"COPY _trident_bulk (key, {NULL_KEYS}, val) FROM STDIN") as copy:
             for (k,), d in zip(keys, deltas, strict=True):
-                copy.write_row((k, d))
+                copy.write_row((k, 0, d))
         plan = cur.execute(f"EXPLAIN (ANALYZE, BUFFERS) {sql}").fetchall()
     raw.rollback()
     print(f"-- EXPLAIN of the upsert, {n:,} stored keys:")
