@@ -49,6 +49,11 @@ class OperationContext:
 
     ``partition_index`` / ``num_partitions``: the partition of the step's stage (on Spark: the
     Spark partition, and ``num_partitions`` is ``None``, as a Python worker does not know it).
+
+    ``type_sample``: ``True`` when Spark's driver runs the operation on the first tuples of each
+    partition only to learn the types of its output fields (its results and its errors are
+    thrown away; the workers' run of the batch decides). An operation with effects outside
+    itself (a file written, a call to a service) can skip them there.
     """
 
     topology: str
@@ -56,6 +61,7 @@ class OperationContext:
     txid: int
     partition_index: int
     num_partitions: int | None
+    type_sample: bool = False
 
 
 class Operation:

@@ -15,6 +15,7 @@ True
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import logging
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -32,9 +33,37 @@ from airflow_trident.graph import (
 from airflow_trident.operation.base import Operation, OperationContext
 from airflow_trident.planner.plan import FinalAgg, Op, PartialAgg, PersistSink
 
-__all__ = ["operations_of", "prepared"]
+__all__ = ["operations_of", "prepared", "type_sample"]
 
 log = logging.getLogger(__name__)
+
+_IN_TYPE_SAMPLE: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "trident_type_sample", default=False
+)
+
+
+@contextlib.contextmanager
+def type_sample() -> Iterator[None]:
+    """Within the block, operations are prepared with ``OperationContext.type_sample`` set:
+    Spark's driver runs them on a sample only to learn their output types.
+
+    >>> from airflow_trident.operation import Split
+    >>> class Seen(Split):
+    ...     def prepare(self, context):
+    ...         print("sample" if context.type_sample else "batch")
+    >>> step = EachNode("split", (), ("s", "w"), function=Seen())
+    >>> with type_sample(), prepared(step, "t", 3, 0, 1):
+    ...     pass
+    sample
+    >>> with prepared(step, "t", 3, 0, 1):
+    ...     pass
+    batch
+    """
+    token = _IN_TYPE_SAMPLE.set(True)
+    try:
+        yield
+    finally:
+        _IN_TYPE_SAMPLE.reset(token)
 
 
 def operations_of(op: Op) -> list[Operation]:
@@ -97,7 +126,9 @@ def prepared(
     if not operations:
         yield
         return
-    context = OperationContext(topology, op.id, txid, partition_index, num_partitions)
+    context = OperationContext(
+        topology, op.id, txid, partition_index, num_partitions, _IN_TYPE_SAMPLE.get()
+    )
     ready: list[Operation] = []
     try:
         for operation in operations:

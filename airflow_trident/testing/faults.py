@@ -26,7 +26,7 @@ from pathlib import Path
 
 from kazoo.client import KazooClient, KazooState
 
-from airflow_trident.operation.base import Function
+from airflow_trident.operation.base import Function, OperationContext
 from airflow_trident.tuple import TridentCollector, TridentTuple
 
 __all__ = ["FailOnce", "expire_session"]
@@ -36,14 +36,19 @@ class FailOnce(Function):
     """Passes its input through, but raises on the first tuple it ever sees (across processes:
     a marker file remembers), so the first attempt of a batch fails and its retry succeeds.
 
-    An empty ``marker`` disables it.
+    An empty ``marker`` disables it. Spark's driver-side type sample never fails it (its errors
+    fail nothing: the marker must be left for the workers' run of the batch).
     """
 
     def __init__(self, marker: str) -> None:
         self.marker = marker
+        self._sample = False
+
+    def prepare(self, context: OperationContext) -> None:
+        self._sample = context.type_sample
 
     def execute(self, tuple_: TridentTuple, collector: TridentCollector) -> None:
-        if self.marker and not os.path.exists(self.marker):
+        if self.marker and not self._sample and not os.path.exists(self.marker):
             Path(self.marker).parent.mkdir(parents=True, exist_ok=True)
             Path(self.marker).write_text("failed once\n")
             msg = f"injected failure (once): FailOnce at {self.marker}"

@@ -398,3 +398,45 @@ def test_an_emit_of_the_wrong_width_stops_the_column_path_at_its_record() -> Non
     assert str(error.value) == expected
     assert "emitted 2 values (1, 2), declared ['ok']" in expected
     assert function.calls == [0]
+
+
+class Tells(Function):
+    """Writes one line per prepare to ``path`` (an effect outside itself), unless the driver's
+    type sample prepares it."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def prepare(self, context: Any) -> None:
+        with open(self.path, "a") as out:
+            out.write("sample\n" if context.type_sample else "batch\n")
+
+    def execute(self, tuple_: TridentTuple, collector: TridentCollector) -> None:
+        collector.emit((tuple_[0],))
+
+
+def test_an_operation_knows_the_drivers_type_sample(spark: Any, tmp_path: Path) -> None:
+    # Given a function writing down how it was prepared, and a FailOnce after it
+    from airflow_trident.testing.faults import FailOnce
+
+    said = tmp_path / "said.txt"
+    marker = tmp_path / "failed_once"
+    t, s = stream()
+    s.each(["score"], Tells(str(said)), ["n"]).each(["n"], FailOnce(str(marker)), ["m"]).project(
+        ["score", "m"]
+    )
+    sources = {"plays": {"p0": [("u", i, "t") for i in range(4)]}}
+
+    # When Spark runs the batch twice (the first attempt and its retry)
+    def attempt() -> list[Any]:
+        remote = SparkBatchProcessor(t).process(spark, 1, sources)
+        return remote.output_rows(remote.stages[-1])
+
+    with pytest.raises(BatchFailedError, match="injected failure"):
+        attempt()
+    assert len(attempt()) == 4
+    # Then the driver's sample prepared it as a sample, the workers as the batch, and the fault
+    # meant for the first attempt failed the first attempt, not the sample
+    lines = said.read_text().splitlines()
+    assert lines[0] == "sample" and "batch" in lines, lines
+    assert marker.exists()

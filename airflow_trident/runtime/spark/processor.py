@@ -33,6 +33,7 @@ from airflow_trident.operation.builtin import Count, Max, Min, Split, Sum
 from airflow_trident.planner.plan import ExecutionPlan, FinalAgg, Op, PartialAgg, PersistSink, Stage
 from airflow_trident.planner.planner import build_plan
 from airflow_trident.runtime.commit import query_state
+from airflow_trident.runtime.operations import type_sample
 from airflow_trident.runtime.spark import compile as C
 from airflow_trident.runtime.spark import driver_read, inputs
 from airflow_trident.runtime.spark.frames import Frame, PendingAgg, Sample, output_schema
@@ -395,8 +396,10 @@ class _Run:
         df = C.select(frame.df, [*in_columns, *([SENTINEL] if frame.sentinel else [])])
         try:  # only to learn types: the workers' run of the real batch decides every error
             sample = frame.sample.rows
-            for op, in_fields in zip(driver_copy(tuple(ops)), fields, strict=True):  # not shipped
-                sample = LocalStep(op, in_fields, self.txid, self.states).partitions(sample)
+            with type_sample():
+                for op, in_fields in zip(driver_copy(tuple(ops)), fields, strict=True):
+                    # a copy, not shipped: what the sample does to self never reaches workers
+                    sample = LocalStep(op, in_fields, self.txid, self.states).partitions(sample)
         except TridentError as exc:
             # the sample is not the batch (an aggregation of its first tuples, a filter of that
             # total): user code may fail on it where the batch does not, or fail otherwise
