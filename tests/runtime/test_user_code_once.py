@@ -438,5 +438,6 @@ def test_an_operation_knows_the_drivers_type_sample(spark: Any, tmp_path: Path) 
     # Then the driver's sample prepared it as a sample, the workers as the batch, and the fault
     # meant for the first attempt failed the first attempt, not the sample
     lines = said.read_text().splitlines()
-    assert lines[0] == "sample" and "batch" in lines, lines
+    assert lines[0] == "sample", lines
+    assert "batch" in lines, lines
     assert marker.exists()
