@@ -19,20 +19,23 @@ from airflow_trident.batch.context import BatchContext
 from airflow_trident.coordination.coordinator import BatchPlan
 from airflow_trident.errors import BatchIncompleteError
 
-__all__ = ["BeginSteps"]
+__all__ = ["Begin"]
 
 
-class BeginSteps(BatchContext):
-    """:meth:`begin` and what later steps read back of it (:meth:`plan`)."""
+class Begin:
+    """:meth:`begin` and what later phases read back of it (:meth:`plan`), over ``ctx``."""
+
+    def __init__(self, ctx: BatchContext) -> None:
+        self.ctx = ctx
 
     def is_ready(self) -> bool:
         """Whether every spout is ready for the next batch."""
-        return self.coordinator.is_ready()
+        return self.ctx.coordinator.is_ready()
 
     def begin(self, run_id: str | None, txid: int | None = None) -> dict[str, Any]:
         """Bind ``run_id`` to its txid (new, re-bound, or the replay of ``txid``)."""
-        plan = self.coordinator.begin(run_id=run_id, txid=txid)
-        committed = self.store.committed_txid()
+        plan = self.ctx.coordinator.begin(run_id=run_id, txid=txid)
+        committed = self.ctx.store.committed_txid()
         # the attempt the process step's next_attempt starts; a committed txid's, the ledger's
         attempt = (
             self.committed_attempt(plan.txid)
@@ -50,7 +53,7 @@ class BeginSteps(BatchContext):
     def committed_attempt(self, txid: int) -> int | None:
         """The attempt whose staging the commit of ``txid`` applied (the commit ledger's row),
         ``None`` without a ledger or a row."""
-        row = None if self.ledger is None else self.ledger.row(self.topology.name, txid)
+        row = None if self.ctx.ledger is None else self.ctx.ledger.row(self.ctx.topology.name, txid)
         return None if row is None else int(row["attempt_id"])
 
     def plan(self, txid: int) -> BatchPlan:
@@ -61,19 +64,19 @@ class BeginSteps(BatchContext):
         BatchIncompleteError
             If ``txid`` was never begun.
         """
-        attempt = self.store.attempt(txid)
+        attempt = self.ctx.store.attempt(txid)
         if attempt is None:
-            msg = f"txid {txid} of topology {self.topology.name!r} was never begun; run begin"
+            msg = f"txid {txid} of topology {self.ctx.topology.name!r} was never begun; run begin"
             raise BatchIncompleteError(msg)
-        metas = {name: self.store.get_meta(name, txid) for name in self.coordinator.spouts}
+        metas = {name: self.ctx.store.get_meta(name, txid) for name in self.ctx.coordinator.spouts}
         return BatchPlan(attempt, metas)
 
     def pending_txid(self) -> int | None:
         """The oldest txid begun and not committed (a failed batch to retry), if any."""
-        committed = self.store.committed_txid()
-        return committed + 1 if self.store.current_txid() > committed else None
+        committed = self.ctx.store.committed_txid()
+        return committed + 1 if self.ctx.store.current_txid() > committed else None
 
     def new_attempt(self, txid: int) -> BatchPlan:
         """Start a new attempt of ``txid`` (every emit is one): its metadata and attempt id."""
         begun = self.plan(txid)
-        return BatchPlan(self.store.next_attempt(txid), begun.metas)
+        return BatchPlan(self.ctx.store.next_attempt(txid), begun.metas)

@@ -3,7 +3,7 @@
 The order check and ZooKeeper's compare-and-set are the coordinator's
 (:meth:`~airflow_trident.coordination.coordinator.TransactionalCoordinator.commit_applied_by`);
 this phase gives it the writes: here, one state commit per staged partition
-(:meth:`CommitSteps.apply_staged`), or on Spark executors (a :class:`StagedBatchApplier`).
+(:meth:`Commit.apply_staged`), or on Spark executors (a :class:`StagedBatchApplier`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,9 @@ import logging
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from airflow_trident.batch.process import ProcessSteps
+from airflow_trident.batch.begin import Begin
+from airflow_trident.batch.context import BatchContext
+from airflow_trident.batch.process import Process
 from airflow_trident.coordination.coordinator import BatchPlan
 from airflow_trident.errors import BatchIncompleteError, ConfigurationError
 from airflow_trident.runtime.local import run_commit_phase
@@ -22,7 +24,7 @@ from airflow_trident.spout.executor import PartitionedBatches
 from airflow_trident.spout.opaque import StaleBatchError
 from airflow_trident.state.bracket import apply_in_commit
 
-__all__ = ["CommitSteps", "MemoryBatch", "StagedBatchApplier"]
+__all__ = ["Commit", "MemoryBatch", "StagedBatchApplier"]
 
 log = logging.getLogger(__name__)
 
@@ -48,8 +50,8 @@ class MemoryBatch:
     """A :class:`StagedBatchApplier` over a batch processed in this process (no staging):
     what :meth:`~airflow_trident.batch.steps.BatchSteps.run_batch` commits."""
 
-    def __init__(self, steps: CommitSteps, result: ProcessResult) -> None:
-        self.steps = steps
+    def __init__(self, commit: Commit, result: ProcessResult) -> None:
+        self.commit = commit
         self.result = result
 
     def manifest(self) -> dict[str, Any]:
@@ -66,15 +68,22 @@ class MemoryBatch:
     def apply_staged(
         self, plan: BatchPlan, manifest: Mapping[str, Any], *, revert: bool = True
     ) -> dict[str, Partitions]:
-        return self.steps.apply_result(plan.txid, self.result.staged, revert=revert)
+        return self.commit.apply_result(plan.txid, self.result.staged, revert=revert)
 
     def reprocess(self, txid: int) -> Mapping[str, Any]:
-        _, self.result = self.steps.process_in_memory(txid)
+        _, self.result = self.commit.process.process_in_memory(txid)
         return self.manifest()
 
 
-class CommitSteps(ProcessSteps):
-    """Commit a processed batch strictly after the one before it."""
+class Commit:
+    """Commit a processed batch strictly after the one before it (over ``ctx``; the plan from
+    ``begin``; a stale opaque batch processed again by ``process``). It is also the worker's
+    :class:`StagedBatchApplier`: one state commit per staged partition, here."""
+
+    def __init__(self, ctx: BatchContext, begin: Begin, process: Process) -> None:
+        self.ctx = ctx
+        self.begin = begin
+        self.process = process
 
     def commit(
         self,
@@ -92,7 +101,7 @@ class CommitSteps(ProcessSteps):
         re-processed (the applier's ``reprocess``, a new attempt) before it commits: no manual
         clearing.
         """
-        if self.store.committed_txid() >= txid:
+        if self.ctx.store.committed_txid() >= txid:
             # before plan(): an old txid's attempt may have been rotated away (a cleared or
             # backfilled run of a committed txid must still succeed, changing nothing)
             self._record_if_missing(txid)
@@ -100,13 +109,13 @@ class CommitSteps(ProcessSteps):
                 "txid": txid,
                 "applied": False,
                 "reason": "already committed",
-                "committed_txid": self.store.committed_txid(),
+                "committed_txid": self.ctx.store.committed_txid(),
             }
-        plan = self.plan(txid)
-        manifest = self.staging.verified_manifest(plan.attempt, plan.metas)
-        return self._commit(plan, manifest, applier or self, reprocess_stale=reprocess_stale)
+        plan = self.begin.plan(txid)
+        manifest = self.ctx.staging.verified_manifest(plan.attempt, plan.metas)
+        return self.commit_plan(plan, manifest, applier or self, reprocess_stale=reprocess_stale)
 
-    def _commit(
+    def commit_plan(
         self,
         plan: BatchPlan,
         manifest: Mapping[str, Any],
@@ -127,23 +136,23 @@ class CommitSteps(ProcessSteps):
             commit_phase.update(self.apply_commit_phase(txid, new_values, revert=revert))
 
         try:
-            outcome = self.coordinator.commit_applied_by(plan, apply_batch)
+            outcome = self.ctx.coordinator.commit_applied_by(plan, apply_batch)
         except StaleBatchError as exc:
             if not reprocess_stale:
                 raise
             log.warning("%s; re-processing txid %d before its commit", exc, txid)
             applier.reprocess(txid)
             if isinstance(applier, MemoryBatch):  # nothing staged: commit from memory
-                return self._commit(
-                    self.plan(txid), applier.manifest(), applier, reprocess_stale=False
+                return self.commit_plan(
+                    self.begin.plan(txid), applier.manifest(), applier, reprocess_stale=False
                 )
             return self.commit(txid, applier=applier, reprocess_stale=False)
         summary, archive = self._summary(plan, manifest, applied=outcome.applied)
         summary["keys_written"].update(commit_phase)
-        if outcome.applied and self.ledger is not None:
-            self.ledger.record(summary, archive)
+        if outcome.applied and self.ctx.ledger is not None:
+            self.ctx.ledger.record(summary, archive)
         # what a user reads first after a commit (XCom, log): where the topology stands now
-        summary["committed_txid"] = txid if outcome.applied else self.store.committed_txid()
+        summary["committed_txid"] = txid if outcome.applied else self.ctx.store.committed_txid()
         log.info("txid %d committed: %s", txid, summary)
         return summary
 
@@ -168,7 +177,7 @@ class CommitSteps(ProcessSteps):
             applied[staged.state] = staged.rows
             return self.apply_result(txid, {staged.state: staged}, revert=revert)[staged.state]
 
-        run_commit_phase(self.processor, txid, new_values, apply)
+        run_commit_phase(self.ctx.processor, txid, new_values, apply)
         return applied
 
     def start_commit(self, txid: int, manifest: Mapping[str, Any]) -> bool:
@@ -182,27 +191,29 @@ class CommitSteps(ProcessSteps):
             If an earlier commit of ``txid`` started with another shape for a state that keeps
             its txids per commit partition (nothing is written).
         """
-        shape = batch_shape(self.processor.plan, manifest)
-        started = self.store.mark_commit_started(txid, shape)
+        plan = self.ctx.processor.plan
+        shape = batch_shape(plan, manifest)
+        started = self.ctx.store.mark_commit_started(txid, shape)
         if started:  # the first commit's shape, or nothing is written
-            bound = shape_bound_states(self.processor.plan)
-            check_replay_shape(txid, self.store.commit_shape(txid), shape, bound)
+            bound = shape_bound_states(plan)
+            check_replay_shape(txid, self.ctx.store.commit_shape(txid), shape, bound)
         return started
 
     def _record_if_missing(self, txid: int) -> None:
         """A commit that died between ZooKeeper's compare-and-set and its ledger row: write the
         row from the staged batch, when it is still there (else the ledger keeps the hole)."""
-        if self.ledger is None or self.ledger.batch_meta(self.topology.name, txid) is not None:
+        ledger = self.ctx.ledger
+        if ledger is None or ledger.batch_meta(self.ctx.topology.name, txid) is not None:
             return
         try:
-            plan = self.plan(txid)
-            manifest = self.staging.read_manifest(plan.attempt)
+            plan = self.begin.plan(txid)
+            manifest = self.ctx.staging.read_manifest(plan.attempt)
         except (BatchIncompleteError, ConfigurationError) as exc:
             log.warning("txid %d is committed but has no ledger row, and cannot get one: %s",
                         txid, exc)  # fmt: skip
             return
         summary, archive = self._summary(plan, manifest, applied=True)
-        self.ledger.record(summary, archive)
+        ledger.record(summary, archive)
         log.warning("txid %d was committed without its ledger row: recorded now", txid)
 
     def _summary(
@@ -211,7 +222,7 @@ class CommitSteps(ProcessSteps):
         """The commit summary (XCom, logs, ledger) and the batch archive of ``plan``."""
         txid = plan.txid
         summary = {
-            "topology": self.topology.name,
+            "topology": self.ctx.topology.name,
             "txid": txid,
             "attempt_id": plan.attempt.attempt_id,
             "applied": applied,
@@ -224,10 +235,9 @@ class CommitSteps(ProcessSteps):
             "metas": dict(plan.metas),
             # the run that commits it: the run bound to the txid most recently (a replay binds
             # later, and a committed txid's replay commits nothing)
-            "run_id": plan.run_id or next(iter(self.store.runs_of_txid(txid)[-1:]), None),
+            "run_id": plan.run_id or next(iter(self.ctx.store.runs_of_txid(txid)[-1:]), None),
         }
-        started = getattr(self.store, "attempt_started_at", None)  # ZooKeeper's store has it
-        moment = started(txid) if applied and started is not None else None
+        moment = self.ctx.store.attempt_started_at(txid) if applied else None
         if moment is not None:  # ISO 8601: the summary is an XCom
             summary["process_started_at"] = moment.isoformat()
         archive = self.archived_batch(plan)
@@ -242,12 +252,16 @@ class CommitSteps(ProcessSteps):
         """What replays batch ``plan.txid`` later (kept in the ledger): each spout's metadata
         and, for partitioned spouts, each partition's."""
         spouts: dict[str, Any] = {}
-        for name, spout in self.coordinator.spouts.items():
+        for name, spout in self.ctx.coordinator.spouts.items():
             entry: dict[str, Any] = {"meta": plan.metas[name]}
             if isinstance(spout, PartitionedBatches):
                 entry["partitions"] = spout.batch_partitions(plan.txid, plan.metas[name])
             spouts[name] = entry
         return {"spouts": spouts}
+
+    def reprocess(self, txid: int) -> Mapping[str, Any]:
+        """Process ``txid`` again in-process (a new attempt) and stage it; its manifest."""
+        return self.process.process_local(txid)
 
     def apply_staged(
         self, plan: BatchPlan, manifest: Mapping[str, Any], *, revert: bool | None = None
@@ -259,7 +273,7 @@ class CommitSteps(ProcessSteps):
         :meth:`start_commit`, :meth:`apply_result`)."""
         if revert is None:
             revert = self.start_commit(plan.txid, manifest)
-        return self.apply_result(plan.txid, self.staging.read_states(manifest), revert=revert)
+        return self.apply_result(plan.txid, self.ctx.staging.read_states(manifest), revert=revert)
 
     def apply_result(
         self,
@@ -278,9 +292,9 @@ class CommitSteps(ProcessSteps):
         """
         chosen = {n: s for n, s in staged.items() if only is None or n in only}
         for name, stage in chosen.items() if revert else ():
-            self.committer.revert_unwritten(txid, name, self.committer.written_keys(stage))
-        states = self.committer.make_states(chosen)
+            self.ctx.committer.revert_unwritten(txid, name, self.ctx.committer.written_keys(stage))
+        states = self.ctx.committer.make_states(chosen)
         new_values: dict[str, Partitions] = {}
-        for state, apply in self.committer.updates(chosen, states, new_values):
+        for state, apply in self.ctx.committer.updates(chosen, states, new_values):
             apply_in_commit(txid, state, apply)
         return new_values

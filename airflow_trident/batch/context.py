@@ -1,7 +1,8 @@
 """What every step of a batch shares: the topology, its coordinator store, staging, states.
 
-:class:`BatchContext` is the base of the phases (``begin`` > ``process`` > ``commit``, each a
-module of its own) that :class:`~airflow_trident.batch.steps.BatchSteps` puts together. It
+:class:`BatchContext` is what the phases (:mod:`~airflow_trident.batch.begin`,
+:mod:`~airflow_trident.batch.process`, :mod:`~airflow_trident.batch.commit`) share: each holds
+it, and :class:`~airflow_trident.batch.steps.BatchSteps` composes them over one. It
 builds the spouts' coordinator at once (every step needs it) and the state committer and the
 in-process interpreter only when a step first uses them, so that a sensor poke or a trigger
 poll that only asks whether spouts are ready pays for neither.
@@ -91,6 +92,11 @@ class BatchContext:
     def processor(self) -> LocalBatchProcessor:
         """The in-process interpreter of the topology's plan (built on first use)."""
         return LocalBatchProcessor(self.topology, states=self.query_state)
+
+    @property
+    def has_staging(self) -> bool:
+        """Whether these batches have a staging area."""
+        return self._staging is not None
 
     @property
     def staging(self) -> StagingArea:

@@ -9,23 +9,27 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
 from typing import Any
 
-from airflow_trident.batch.begin import BeginSteps
-from airflow_trident.batch.context import Row
+from airflow_trident.batch.begin import Begin
+from airflow_trident.batch.context import BatchContext, Row
 from airflow_trident.coordination.coordinator import BatchPlan
 from airflow_trident.errors import BatchNotReadyError
 from airflow_trident.runtime.result import ProcessResult
 from airflow_trident.spout.executor import EmitsInTxidOrder
 
-__all__ = ["ProcessSteps"]
+__all__ = ["Process"]
 
 log = logging.getLogger(__name__)
 
 
-class ProcessSteps(BeginSteps):
-    """Emit and process a batch, and stage the results."""
+class Process:
+    """Emit and process a batch, and stage the results (over ``ctx``; the plan and attempts
+    from ``begin``)."""
+
+    def __init__(self, ctx: BatchContext, begin: Begin) -> None:
+        self.ctx = ctx
+        self.begin = begin
 
     def emit(self, plan: BatchPlan, *, wait_s: float = 0.0) -> dict[str, dict[str, list[Row]]]:
         """Emit every spout's tuples of ``plan``, by source step and partition.
@@ -38,8 +42,8 @@ class ProcessSteps(BeginSteps):
             try:
                 self._check_emit_order(plan.txid)
                 return {
-                    self.topology.spouts[name]: self.coordinator.emit_partitions(plan, name)
-                    for name in self.coordinator.spouts
+                    self.ctx.topology.spouts[name]: self.ctx.coordinator.emit_partitions(plan, name)
+                    for name in self.ctx.coordinator.spouts
                 }
             except BatchNotReadyError:
                 if time.monotonic() >= deadline:
@@ -59,10 +63,10 @@ class ProcessSteps(BeginSteps):
     def _check_emit_order(self, txid: int) -> None:
         """A transactional partitioned spout's new batch starts where txid-1's ended: refuse
         to emit it before txid-1 was (pipelined process tasks)."""
-        for name, spout in self.coordinator.spouts.items():
+        for name, spout in self.ctx.coordinator.spouts.items():
             if not isinstance(spout, EmitsInTxidOrder) or txid == 1:
                 continue
-            if spout.emitted(txid) or not self.store.has_meta(name, txid - 1):
+            if spout.emitted(txid) or not self.ctx.store.has_meta(name, txid - 1):
                 continue  # a replay, or the spout's first batch
             if not spout.emitted(txid - 1):
                 msg = (
@@ -76,15 +80,15 @@ class ProcessSteps(BeginSteps):
         self, txid: int, *, wait_s: float = 0.0
     ) -> tuple[BatchPlan, ProcessResult]:
         """Emit (a new attempt) and process batch ``txid`` in-process; nothing is staged."""
-        plan = self.new_attempt(txid)
+        plan = self.begin.new_attempt(txid)
         sources = self.emit(plan, wait_s=wait_s)
-        return plan, self.processor.process(txid, sources)
+        return plan, self.ctx.processor.process(txid, sources)
 
     def process_local(self, txid: int, *, wait_s: float = 0.0) -> dict[str, Any]:
         """Emit (a new attempt), process in-process and stage batch ``txid``; return the
         manifest."""
         plan, result = self.process_in_memory(txid, wait_s=wait_s)
-        manifest = self.staging.write(plan.attempt, result, plan.metas)
+        manifest = self.ctx.staging.write(plan.attempt, result, plan.metas)
         log.info(
             "txid %d attempt %d processed: %d records in, staged %s",
             txid,
@@ -93,7 +97,3 @@ class ProcessSteps(BeginSteps):
             {n: s.rows for n, s in result.staged.items()},
         )
         return manifest
-
-    def reprocess(self, txid: int) -> Mapping[str, Any]:
-        """Process ``txid`` again in-process (a new attempt); return its manifest."""
-        return self.process_local(txid)

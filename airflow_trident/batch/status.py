@@ -281,8 +281,10 @@ class StatusCollector:
         if times.get("process_started_at") is None:  # a replay's attempt changed the node since
             times["process_started_at"] = _utc(row.get("process_started_at"))
         for key in ("begun_at", "process_started_at", "processed_at", "commit_started_at"):
-            if times.get(key) is not None and committed_at is not None and (
-                times[key] > committed_at
+            if (
+                times.get(key) is not None
+                and committed_at is not None
+                and (times[key] > committed_at)
             ):
                 times[key] = None  # a replay after the commit, not this batch's step
         keys = json.loads(row["keys_written"]) if row.get("keys_written") else {}
@@ -345,9 +347,7 @@ class StatusCollector:
                 ))  # fmt: skip
         return tuple(found)
 
-    def _partition_metas(
-        self, spout: str, *, opaque: bool
-    ) -> dict[str, tuple[int, Any] | None]:
+    def _partition_metas(self, spout: str, *, opaque: bool) -> dict[str, tuple[int, Any] | None]:
         """Partition -> (txid, metadata) of its newest emitted batch, from ZooKeeper."""
         root = self.store.paths.user(spout)
         newest: dict[str, tuple[int, Any] | None] = {}

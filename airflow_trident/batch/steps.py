@@ -8,10 +8,13 @@ steps (:mod:`airflow_trident.batch.spark_job`), the in-process runner
 coordinator store and in the staging area, so steps can run in different processes and be
 retried alone:
 
-The phases are modules of their own, each building on the one before:
-:mod:`~airflow_trident.batch.begin`, :mod:`~airflow_trident.batch.process`,
-:mod:`~airflow_trident.batch.commit` (over :mod:`~airflow_trident.batch.context`); this module
-adds success and whole in-process batches.
+The phases are small objects of their own, composed here over one shared
+:class:`~airflow_trident.batch.context.BatchContext` (no inheritance between them):
+:class:`~airflow_trident.batch.begin.Begin`, :class:`~airflow_trident.batch.process.Process`,
+:class:`~airflow_trident.batch.commit.Commit`; this module adds success, where a retried task
+resumes (:meth:`BatchSteps.resume_point`) and whole in-process batches. How a phase reaches
+Spark (in the worker, on Connect, by ``spark-submit``) is a route:
+:mod:`airflow_trident.batch.routes`.
 
 * :meth:`BatchSteps.begin` binds the run to a txid and stores the batch metadata;
 * :meth:`BatchSteps.emit` / :meth:`BatchSteps.process_local` emit the batch (a new attempt) and
@@ -51,8 +54,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_trident.batch.commit import CommitSteps, MemoryBatch, StagedBatchApplier
-from airflow_trident.batch.context import topology_spouts
+from airflow_trident.attempt import TransactionAttempt
+from airflow_trident.batch.begin import Begin
+from airflow_trident.batch.commit import Commit, MemoryBatch, StagedBatchApplier
+from airflow_trident.batch.context import BatchContext, Row, topology_spouts
+from airflow_trident.batch.ledger import CommitLedger
+from airflow_trident.batch.process import Process
+from airflow_trident.coordination.coordinator import BatchPlan, TransactionalCoordinator
+from airflow_trident.coordination.protocol import CoordinatorStoreProtocol
+from airflow_trident.errors import BatchIncompleteError
+from airflow_trident.runtime.commit import StateCommitter
+from airflow_trident.runtime.local import LocalBatchProcessor
+from airflow_trident.runtime.result import Partitions, StagedState
+from airflow_trident.runtime.staging import StagingArea
+from airflow_trident.state.binding import StateBinding
+from airflow_trident.topology import TridentTopology
 
 __all__ = ["BatchReport", "BatchSteps", "StagedBatchApplier", "topology_spouts"]
 
@@ -70,19 +86,204 @@ class BatchReport:
     committed: bool
 
 
-class BatchSteps(CommitSteps):
+class BatchSteps:
     """Begin, process, commit and success of one topology's batches (parameters: see
-    :class:`~airflow_trident.batch.context.BatchContext`)."""
+    :class:`~airflow_trident.batch.context.BatchContext`), composed of the three phases."""
+
+    def __init__(
+        self,
+        topology: TridentTopology,
+        store: CoordinatorStoreProtocol,
+        staging: StagingArea | None = None,
+        *,
+        keep_txids: int = 16,
+        ledger: CommitLedger | None = None,
+        states: StateBinding | None = None,
+    ) -> None:
+        self.ctx = BatchContext(
+            topology, store, staging, keep_txids=keep_txids, ledger=ledger, states=states
+        )
+        self.begins = Begin(self.ctx)
+        self.processing = Process(self.ctx, self.begins)
+        self.commits = Commit(self.ctx, self.begins, self.processing)
+
+    # -- what the phases share -------------------------------------------------------------------
+
+    @property
+    def topology(self) -> TridentTopology:
+        """The topology."""
+        return self.ctx.topology
+
+    @property
+    def store(self) -> CoordinatorStoreProtocol:
+        """Its coordinator store."""
+        return self.ctx.store
+
+    @property
+    def staging(self) -> StagingArea:
+        """Its staging area (see :attr:`BatchContext.staging`)."""
+        return self.ctx.staging
+
+    @property
+    def ledger(self) -> CommitLedger | None:
+        """Its commit ledger, if any."""
+        return self.ctx.ledger
+
+    @property
+    def states(self) -> StateBinding:
+        """The run's state database."""
+        return self.ctx.states
+
+    @property
+    def keep_txids(self) -> int:
+        """How many recent txids keep their metadata and staging."""
+        return self.ctx.keep_txids
+
+    @property
+    def coordinator(self) -> TransactionalCoordinator:
+        """The spouts' coordinator."""
+        return self.ctx.coordinator
+
+    @property
+    def committer(self) -> StateCommitter:
+        """Applies staged rows to the states."""
+        return self.ctx.committer
+
+    @property
+    def processor(self) -> LocalBatchProcessor:
+        """The in-process interpreter of the plan."""
+        return self.ctx.processor
+
+    def query_state(self, name: str) -> Any:
+        """The committed state ``name`` in the run's state database (for reading)."""
+        return self.ctx.query_state(name)
+
+    # -- begin -----------------------------------------------------------------------------------
+
+    def is_ready(self) -> bool:
+        """Whether every spout is ready for the next batch."""
+        return self.begins.is_ready()
+
+    def begin(self, run_id: str | None, txid: int | None = None) -> dict[str, Any]:
+        """Bind ``run_id`` to its txid (new, re-bound, or the replay of ``txid``)."""
+        return self.begins.begin(run_id, txid)
+
+    def plan(self, txid: int) -> BatchPlan:
+        """The current attempt and metadata of ``txid`` (``BatchIncompleteError``: never begun)."""
+        return self.begins.plan(txid)
+
+    def new_attempt(self, txid: int) -> BatchPlan:
+        """Start a new attempt of ``txid``."""
+        return self.begins.new_attempt(txid)
+
+    def pending_txid(self) -> int | None:
+        """The oldest txid begun and not committed, if any."""
+        return self.begins.pending_txid()
+
+    def committed_attempt(self, txid: int) -> int | None:
+        """The attempt the commit of ``txid`` applied (the ledger's), if known."""
+        return self.begins.committed_attempt(txid)
+
+    # -- process ---------------------------------------------------------------------------------
+
+    def emit(self, plan: BatchPlan, *, wait_s: float = 0.0) -> dict[str, dict[str, list[Row]]]:
+        """Emit every spout's tuples of ``plan``, by source step and partition (``wait_s``: how
+        long a transactional partitioned spout waits for txid-1's emit)."""
+        return self.processing.emit(plan, wait_s=wait_s)
+
+    def emit_ready(self, txid: int) -> bool:
+        """Whether ``txid`` may be emitted now."""
+        return self.processing.emit_ready(txid)
+
+    def process_in_memory(self, txid: int, *, wait_s: float = 0.0) -> Any:
+        """Emit (a new attempt) and process ``txid`` here; nothing is staged."""
+        return self.processing.process_in_memory(txid, wait_s=wait_s)
+
+    def process_local(self, txid: int, *, wait_s: float = 0.0) -> dict[str, Any]:
+        """Emit (a new attempt), process here and stage ``txid``; its manifest."""
+        return self.processing.process_local(txid, wait_s=wait_s)
+
+    def is_staged(self, txid: int) -> bool:
+        """Whether the current attempt of ``txid`` is processed and staged (its commit is next)."""
+        attempt = self.store.attempt(txid)
+        if attempt is None:
+            return False
+        try:
+            self.staging.read_manifest(attempt)
+        except BatchIncompleteError:
+            return False
+        return True
+
+    def staged_manifest(self, txid: int) -> dict[str, Any]:
+        """The manifest the current attempt of ``txid`` staged (after any route processed it)."""
+        attempt = self.store.attempt(txid) or TransactionAttempt(txid, 0)
+        manifest: dict[str, Any] = self.staging.read_manifest(attempt)
+        return manifest
+
+    # -- commit ----------------------------------------------------------------------------------
+
+    def commit(
+        self,
+        txid: int,
+        *,
+        applier: StagedBatchApplier | None = None,
+        reprocess_stale: bool = True,
+    ) -> dict[str, Any]:
+        """Verify ``txid``'s staged results and apply them strictly after ``txid - 1`` (see
+        :meth:`Commit.commit <airflow_trident.batch.commit.Commit.commit>`)."""
+        return self.commits.commit(txid, applier=applier, reprocess_stale=reprocess_stale)
+
+    def apply_staged(
+        self, plan: BatchPlan, manifest: Mapping[str, Any], *, revert: bool | None = None
+    ) -> dict[str, Partitions]:
+        """Apply every staged partition here (no compare-and-set of the committed txid)."""
+        return self.commits.apply_staged(plan, manifest, revert=revert)
+
+    def apply_result(
+        self,
+        txid: int,
+        staged: Mapping[str, StagedState],
+        *,
+        only: frozenset[str] | None = None,
+        revert: bool = True,
+    ) -> dict[str, Partitions]:
+        """Apply ``staged`` rows of ``txid`` to the states (no compare-and-set)."""
+        return self.commits.apply_result(txid, staged, only=only, revert=revert)
+
+    def archived_batch(self, plan: BatchPlan) -> dict[str, Any]:
+        """What replays batch ``plan.txid`` later (kept in the ledger)."""
+        return self.commits.archived_batch(plan)
+
+    def reprocess(self, txid: int) -> Mapping[str, Any]:
+        """Process ``txid`` again here (a new attempt) and stage it; its manifest."""
+        return self.commits.reprocess(txid)
+
+    # -- success and resumption ------------------------------------------------------------------
 
     def success(self, txid: int) -> dict[str, Any]:
         """Tell the spouts ``txid`` committed; rotate old metadata and staging away."""
         removed = self.coordinator.success(txid)
         staged = 0
-        if self._staging is not None:
-            staged = self._staging.remove_before(txid - self.keep_txids + 1)
+        if self.ctx.has_staging:
+            staged = self.staging.remove_before(txid - self.keep_txids + 1)
         return {"txid": txid, "znodes_removed": removed, "staged_txids_removed": staged}
 
-    # -- a whole batch, in-process --------------------------------------------------------------
+    def resume_point(self, run_id: str, conf_txid: int | None) -> tuple[str, int | None]:
+        """Where a retried task of run ``run_id`` that does the whole batch starts:
+        ``("begin", None)`` for a run bound to no txid (or replaying another one), else
+        ``(step, txid)`` with ``step`` ``"begin"`` (nothing of the bound txid's current attempt
+        is staged: begin again and process), ``"commit"`` (its current attempt is staged, not
+        committed) or ``"success"`` (committed)."""
+        txid = self.store.txid_for_run(run_id)
+        if txid is None or (conf_txid is not None and conf_txid != txid):
+            return "begin", None
+        if self.store.committed_txid() >= txid:
+            return "success", txid
+        if self.is_staged(txid):
+            return "commit", txid
+        return "begin", txid
+
+    # -- a whole batch, in-process ---------------------------------------------------------------
 
     def run_batch(self, run_id: str | None = None, *, txid: int | None = None) -> BatchReport:
         """Begin, emit, process, commit and succeed one batch in this process.
@@ -104,8 +305,8 @@ class BatchSteps(CommitSteps):
         # every processing is a new attempt (1 is the first), as the DAG's process task starts
         plan = self.new_attempt(txid)
         result = self.processor.process(txid, self.emit(plan))
-        batch = MemoryBatch(self, result)
-        summary = self._commit(plan, batch.manifest(), batch, reprocess_stale=True)
+        batch = MemoryBatch(self.commits, result)
+        summary = self.commits.commit_plan(plan, batch.manifest(), batch, reprocess_stale=True)
         self.success(txid)
         result = batch.result
         log.info(

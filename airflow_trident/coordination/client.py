@@ -246,9 +246,7 @@ def security_env(config: ZkConfig) -> dict[str, str]:
     return {SECURITY_ENV: json.dumps(payload)}
 
 
-def with_security_from_env(
-    config: ZkConfig, environ: Mapping[str, str] | None = None
-) -> ZkConfig:
+def with_security_from_env(config: ZkConfig, environ: Mapping[str, str] | None = None) -> ZkConfig:
     """``config`` with the TLS and SASL settings of :func:`security_env`'s variable, if set."""
     raw = (os.environ if environ is None else environ).get(SECURITY_ENV)
     if not raw:

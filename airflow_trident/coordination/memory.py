@@ -16,6 +16,7 @@ import copy
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from airflow_trident.attempt import TransactionAttempt
@@ -46,6 +47,7 @@ class MemoryCoordinatorStore:
         self._current = 0
         self._committed = 0
         self._attempts: dict[int, int] = {}
+        self._attempt_times: dict[int, datetime] = {}
         self._meta: dict[str, dict[int, Any]] = {}
         self._runs: dict[str, int] = {}
         self._partition_states: dict[str, MemoryPartitionState] = {}
@@ -105,7 +107,12 @@ class MemoryCoordinatorStore:
     def next_attempt(self, txid: int) -> TransactionAttempt:
         with self._lock:
             self._attempts[txid] = self._attempts.get(txid, -1) + 1
+            self._attempt_times[txid] = datetime.now(UTC)
             return TransactionAttempt(txid, self._attempts[txid])
+
+    def attempt_started_at(self, txid: int) -> datetime | None:
+        with self._lock:
+            return self._attempt_times.get(txid)
 
     def put_meta(self, spout: str, txid: int, meta: Any, *, overwrite: bool = False) -> None:
         encode_json(meta, what=f"metadata of spout {spout!r} for txid {txid}")
@@ -148,6 +155,7 @@ class MemoryCoordinatorStore:
             removed = 0
             for t in [t for t in self._attempts if t < txid]:
                 del self._attempts[t]
+                self._attempt_times.pop(t, None)
                 removed += 1
             for metas in self._meta.values():
                 for t in sorted(t for t in metas if t < txid)[:-1]:

@@ -16,6 +16,7 @@ True
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
 from airflow_trident.attempt import TransactionAttempt
@@ -68,6 +69,10 @@ class CoordinatorStoreProtocol(Protocol):
 
     def next_attempt(self, txid: int) -> TransactionAttempt:
         """Record and return a new attempt of ``txid``."""
+        ...
+
+    def attempt_started_at(self, txid: int) -> datetime | None:
+        """When the latest attempt of ``txid`` started, if known (the commit ledger keeps it)."""
         ...
 
     def put_meta(self, spout: str, txid: int, meta: Any, *, overwrite: bool = False) -> None:
