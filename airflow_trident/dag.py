@@ -36,10 +36,10 @@ from typing import Any
 
 from airflow.sdk import DAG, BaseOperator, TaskGroup
 
+from airflow_trident.batch.routes import COMMIT_MODES
 from airflow_trident.errors import ConfigurationError
 from airflow_trident.hooks import config
 from airflow_trident.hooks.arguments import check_dag_arguments
-from airflow_trident.hooks.commit import COMMIT_MODES
 from airflow_trident.operators.assets import commits_alias, committed_asset, data_asset
 from airflow_trident.operators.batch import (
     BatchSuccessOperator,
@@ -47,11 +47,11 @@ from airflow_trident.operators.batch import (
     CommitBatchOperator,
 )
 from airflow_trident.operators.connect import ConnectProcessBatchOperator
-from airflow_trident.operators.steps import default_deferrable
+from airflow_trident.operators.express import ExpressBatchOperator
 from airflow_trident.runtime.reference import load_topology
 from airflow_trident.sensors.begin import BeginWhenReadySensor
-from airflow_trident.sensors.express import ExpressBatchOperator
 from airflow_trident.sensors.ready import BatchReadySensor
+from airflow_trident.tasks.base import default_deferrable
 
 __all__ = [
     "LAYOUTS",
@@ -162,7 +162,7 @@ def trident_batch(
     ``"express"`` (one task, ``run``: readiness, begin, process on Spark Connect, commit and
     success; needs ``process_mode="connect"``; the lowest latency and Airflow cost per batch,
     one log per batch; runs overlap up to ``max_active_batches``, see
-    :class:`~airflow_trident.sensors.express.ExpressBatchOperator`).
+    :class:`~airflow_trident.operators.express.ExpressBatchOperator`).
 
     Raises
     ------

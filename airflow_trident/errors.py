@@ -19,6 +19,7 @@ __all__ = [
     "BatchFailedError",
     "BatchIncompleteError",
     "BatchNotReadyError",
+    "BatchStalledError",
     "CommitConflictError",
     "CommitOrderError",
     "ConfigurationError",
@@ -119,6 +120,11 @@ class FailedException(TridentError):
 
 class BatchFailedError(TridentError):
     """A batch failed in the processing phase; it will be replayed with a new attempt."""
+
+
+class BatchStalledError(BatchFailedError):
+    """A batch's task waits for txid-1, which cannot make progress: the task fails now, without
+    retrying, and the message says which runs to clear (``airflow_trident.batch.order``)."""
 
 
 class BatchNotReadyError(BatchFailedError):

@@ -162,7 +162,7 @@ _CONNECTION_TYPES: tuple[dict[str, Any], ...] = (
 
 
 _PLUGINS = (
-    ("trident_notes", "airflow_trident.operators.notes.TridentNotesPlugin"),
+    ("trident_notes", "airflow_trident.tasks.notes.TridentNotesPlugin"),
     ("trident_drpc", "airflow_trident.plugins.drpc.TridentDRPCPlugin"),
     ("trident_status", "airflow_trident.plugins.status_view.TridentStatusPlugin"),
 )

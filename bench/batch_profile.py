@@ -100,7 +100,7 @@ def previous_staging(result: Any, frame: Any, directory: str) -> None:
 def one_batch(steps: Any, url: str, run_id: str, timer: Timer, kept: Any = None) -> None:
     """One batch, timed; ``kept``: a Connect session kept across batches (else a new one per
     batch, as the process task opens it)."""
-    from airflow_trident.batch.spark_job import stage_frames
+    from airflow_trident.batch.on_spark import stage_frames
     from airflow_trident.runtime.spark import SparkBatchProcessor
     from airflow_trident.runtime.spark.session import remote_session
 

@@ -7,7 +7,7 @@ tasks, alternately as the commit task does it in each mode:
 
 * Connect (``process_mode="connect"``): open a session on the running server
   (:func:`~airflow_trident.runtime.spark.session.remote_session`), run the commit
-  (:func:`~airflow_trident.batch.spark_job.commit_on_spark`), close the session;
+  (:func:`~airflow_trident.batch.on_spark.commit_on_spark`), close the session;
 * spark-submit (``process_mode="submit"``): ``spark-submit --master local[2] spark_job.py
   --commit`` (a JVM and a SparkSession per commit), as ``CommitBatchOperator`` starts it.
 
@@ -57,7 +57,7 @@ def main() -> int:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
     from airflow_trident.batch.lifecycle import zookeeper_batch_steps
-    from airflow_trident.batch.spark_job import commit_on_spark
+    from airflow_trident.batch.on_spark import commit_on_spark
     from airflow_trident.coordination.client import ZkConfig, connect
     from airflow_trident.hooks.spark import SPARK_JOB, job_arguments, job_conf
     from airflow_trident.runtime.reference import load_topology

@@ -112,7 +112,7 @@ def no_airflow_batch(url: str, env: dict[str, str], phases: dict[str, list[float
     task does, in this process): readiness, begin, process on the Connect server (a new session,
     as a task opens), commit, success; seconds, and each step's into ``phases``."""
     from airflow_trident.batch.lifecycle import zookeeper_batch_steps
-    from airflow_trident.batch.spark_job import process_on_spark
+    from airflow_trident.batch.on_spark import process_on_spark
     from airflow_trident.coordination.client import ZkConfig, connect
     from airflow_trident.runtime.reference import load_topology
     from airflow_trident.runtime.spark.session import remote_session

@@ -114,7 +114,7 @@ class Ours:
         self.steps, self.url = steps, connect_url
 
     def batch(self, run_id: str) -> tuple[float, dict[str, float]]:
-        from airflow_trident.batch.spark_job import stage_frames
+        from airflow_trident.batch.on_spark import stage_frames
         from airflow_trident.hooks.spark import connect_share_key
         from airflow_trident.runtime.spark import SparkBatchProcessor
         from airflow_trident.runtime.spark.session import remote_session

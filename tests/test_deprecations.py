@@ -7,14 +7,12 @@ import importlib
 import pytest
 
 
-def test_local_runner_old_path_warns_and_is_the_same_class() -> None:
-    from airflow_trident.batch.runner import BatchReport, LocalRunner
+def test_express_operator_old_path_warns_and_is_the_same_class() -> None:
+    from airflow_trident.operators.express import ExpressBatchOperator
 
-    old = importlib.import_module("airflow_trident.runtime.runner")
-    with pytest.warns(DeprecationWarning, match=r"airflow_trident\.batch\.runner\.LocalRunner"):
-        assert old.LocalRunner is LocalRunner
-    with pytest.warns(DeprecationWarning, match="BatchReport moved"):
-        assert old.BatchReport is BatchReport
+    old = importlib.import_module("airflow_trident.sensors.express")
+    with pytest.warns(DeprecationWarning, match=r"operators\.express\.ExpressBatchOperator"):
+        assert old.ExpressBatchOperator is ExpressBatchOperator
     with pytest.raises(AttributeError, match="NoSuchName"):
         _ = old.NoSuchName
 

@@ -29,9 +29,9 @@ import airflow_trident.dag
 from airflow_trident.dag import trident_dag
 import airflow_trident.operators.assets, airflow_trident.operators.batch
 import airflow_trident.operators.connect, airflow_trident.operators.lineage
-import airflow_trident.operators.metrics, airflow_trident.operators.notes
-import airflow_trident.operators.steps
-import airflow_trident.sensors.begin, airflow_trident.sensors.express
+import airflow_trident.operators.metrics, airflow_trident.tasks.notes
+import airflow_trident.tasks.base
+import airflow_trident.sensors.begin, airflow_trident.operators.express
 import airflow_trident.sensors.ready
 import airflow_trident.triggers.data, airflow_trident.triggers.zookeeper
 dags = [

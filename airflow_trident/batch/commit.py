@@ -101,7 +101,7 @@ class Commit:
         re-processed (the applier's ``reprocess``, a new attempt) before it commits: no manual
         clearing.
         """
-        if self.ctx.store.committed_txid() >= txid:
+        if self.ctx.is_committed(txid):
             # before plan(): an old txid's attempt may have been rotated away (a cleared or
             # backfilled run of a committed txid must still succeed, changing nothing)
             self._record_if_missing(txid)

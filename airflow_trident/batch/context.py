@@ -93,6 +93,10 @@ class BatchContext:
         """The in-process interpreter of the topology's plan (built on first use)."""
         return LocalBatchProcessor(self.topology, states=self.query_state)
 
+    def is_committed(self, txid: int) -> bool:
+        """Whether ``txid`` is committed (its replays, clears and backfills change nothing)."""
+        return bool(self.store.committed_txid() >= txid)
+
     @property
     def has_staging(self) -> bool:
         """Whether these batches have a staging area."""

@@ -18,7 +18,7 @@ from airflow_trident.errors import BatchNotReadyError
 from airflow_trident.runtime.result import ProcessResult
 from airflow_trident.spout.executor import EmitsInTxidOrder
 
-__all__ = ["Process"]
+__all__ = ["Process", "processed_line", "processed_summary"]
 
 log = logging.getLogger(__name__)
 
@@ -97,3 +97,43 @@ class Process:
             {n: s.rows for n, s in result.staged.items()},
         )
         return manifest
+
+
+def processed_summary(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The process phase's summary (a process task's XCom): topology, txid, attempt, records per
+    source partition, staged rows.
+
+    >>> summary = processed_summary({"topology": "wc", "txid": 3, "attempt_id": 2,
+    ...     "emitted": {"lines": {"p0": 4, "p1": 1}},
+    ...     "states": {"counts": {"files": [{"rows": 3}, {"rows": 2}]}}})
+    >>> summary["records_in"], summary["staged_rows"]
+    (5, {'counts': 5})
+    """
+    return {
+        "topology": manifest["topology"],
+        "txid": manifest["txid"],
+        "attempt_id": manifest["attempt_id"],
+        "emitted": manifest["emitted"],
+        "records_in": sum(sum(p.values()) for p in manifest["emitted"].values()),
+        "staged_rows": {n: sum(f["rows"] for f in s["files"])
+                        for n, s in manifest["states"].items()},
+    }  # fmt: skip
+
+
+def processed_line(summary: dict[str, Any]) -> str:
+    """The process phase's summary line (a process task's log's first line of substance).
+
+    >>> processed_line({"txid": 3, "attempt_id": 2, "records_in": 5,
+    ...                 "emitted": {"lines": {"p0": 4, "p1": 1}}, "staged_rows": {"counts": 3}})
+    'txid 3 · attempt 2 processed: 5 records in (lines: p0=4 p1=1); staged: counts 3 keys'
+    """
+    parts = "; ".join(
+        f"{stream}: " + " ".join(f"{p}={n}" for p, n in sorted(partitions.items()))
+        for stream, partitions in sorted(summary["emitted"].items())
+    )
+    rows = sorted(summary["staged_rows"].items())
+    staged = ", ".join(f"{name} {n} keys" for name, n in rows)
+    return (
+        f"txid {summary['txid']} · attempt {summary['attempt_id']} processed: "
+        f"{summary['records_in']} records in ({parts or 'none'}); staged: {staged or 'nothing'}"
+    )

@@ -214,6 +214,11 @@ class BatchSteps:
             return False
         return True
 
+    def staged_rows(self, txid: int) -> int:
+        """The rows the current attempt of ``txid`` staged, from its manifest."""
+        manifest = self.staging.read_manifest(self.plan(txid).attempt)
+        return sum(f["rows"] for s in manifest["states"].values() for f in s["files"])
+
     def staged_manifest(self, txid: int) -> dict[str, Any]:
         """The manifest the current attempt of ``txid`` staged (after any route processed it)."""
         attempt = self.store.attempt(txid) or TransactionAttempt(txid, 0)
@@ -221,6 +226,10 @@ class BatchSteps:
         return manifest
 
     # -- commit ----------------------------------------------------------------------------------
+
+    def is_committed(self, txid: int) -> bool:
+        """Whether ``txid`` is committed (its replays, clears and backfills change nothing)."""
+        return self.ctx.is_committed(txid)
 
     def commit(
         self,
@@ -277,7 +286,7 @@ class BatchSteps:
         txid = self.store.txid_for_run(run_id)
         if txid is None or (conf_txid is not None and conf_txid != txid):
             return "begin", None
-        if self.store.committed_txid() >= txid:
+        if self.is_committed(txid):
             return "success", txid
         if self.is_staged(txid):
             return "commit", txid
@@ -298,7 +307,7 @@ class BatchSteps:
             if txid is not None:
                 log.info("topology %s: retrying txid %d", self.topology.name, txid)
         txid = int(self.begin(run_id, txid)["txid"])
-        if self.store.committed_txid() >= txid:
+        if self.is_committed(txid):
             plan = self.plan(txid)
             log.info("topology %s: txid %d already committed", self.topology.name, txid)
             return BatchReport(txid, plan.attempt.attempt_id, 0, {}, committed=False)

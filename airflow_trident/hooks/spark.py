@@ -1,5 +1,6 @@
-"""How the batch tasks reach Spark: the ``spark-submit`` of the batch's Spark job, and sessions
-on a Spark Connect server.
+"""How the batch tasks reach Spark, from Airflow connections and config: the ``spark-submit``
+of the batch's Spark job, and sessions on a Spark Connect server — the clients the routes of
+:mod:`airflow_trident.batch.routes` are given.
 
 **spark-submit** (the process task, and a Spark commit without Connect): the job is
 ``airflow_trident/batch/spark_job.py``; its arguments carry no secret (:func:`job_arguments`),
@@ -13,9 +14,10 @@ the job writes it where the task reads it (:mod:`airflow_trident.batch.job_repor
 this the task would only say ``Cannot execute: spark-submit ... Error code is: 1``.
 
 **Spark Connect** (``process_mode="connect"``): the task is the driver's client
-(:func:`connect_session`); :func:`process_on_connect` emits the batch, runs the plan and stages
-it, :func:`commit_on_connect` commits with the staged partitions applied by Spark tasks on the
-server's executors — no JVM starts per batch. The server's Python workers run the topology's
+(:func:`connect_session`); :func:`connect_route` is the route
+(:class:`~airflow_trident.batch.routes.OnSpark`) that emits the batch, runs the plan and stages
+it, or commits with the staged partitions applied by Spark tasks on the server's executors — no
+JVM starts per batch. The server's Python workers run the topology's
 user code: they must import ``airflow_trident`` and the topology's modules (run the server with
 the same Python environment), and the staging root and state database must be reachable by the
 server and the worker alike. The connection's token travels inside the ``sc://`` URL handed to
@@ -35,13 +37,14 @@ import logging
 import os
 import sys
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
 import airflow_trident.batch
 from airflow_trident import connections
 from airflow_trident.batch.job_report import clear_job_error, read_job_error
+from airflow_trident.batch.routes import OnSpark
 from airflow_trident.batch.steps import BatchSteps
 from airflow_trident.coordination.client import ZkConfig, security_env
 from airflow_trident.state.sql.factory import STATE_URL_ENV
@@ -49,7 +52,8 @@ from airflow_trident.state.sql.factory import STATE_URL_ENV
 __all__ = [
     "SPARK_JOB",
     "ZK_PASSWORD_ENV",
-    "commit_on_connect",
+    "JobSubmitter",
+    "connect_route",
     "connect_session",
     "connect_share_key",
     "LOG4J2_CONF",
@@ -59,7 +63,6 @@ __all__ = [
     "job_arguments",
     "job_conf",
     "job_secrets",
-    "process_on_connect",
     "spark_job_errors",
     "warn_if_remote_driver",
 ]
@@ -68,7 +71,8 @@ ZK_PASSWORD_ENV = "TRIDENT_ZK_PASSWORD"
 
 SPARK_JOB = str(Path(airflow_trident.batch.__file__).parent / "spark_job.py")
 """The Spark application of a batch's process and Spark-commit steps
-(``airflow_trident/batch/spark_job.py``)."""
+(``airflow_trident/batch/spark_job.py``, a thin ``__main__`` over
+:mod:`airflow_trident.batch.on_spark`)."""
 
 log = logging.getLogger(__name__)
 
@@ -274,48 +278,85 @@ def connect_share_key(steps: BatchSteps) -> str | None:
     return f"{steps.topology.name}|{__version__}|{user_code_digest()}"
 
 
-def process_on_connect(
-    steps: BatchSteps, spark_connect_conn_id: str, txid: int, *, emit_wait_s: float
-) -> dict[str, Any]:
-    """Process batch ``txid`` (a new attempt) through the Spark Connect server of
-    ``spark_connect_conn_id``: emit, run the plan, stage; return the manifest."""
-    from airflow_trident.batch.spark_job import process_on_spark
+def connect_route(spark_connect_conn_id: str, reference: str) -> OnSpark:
+    """The Spark Connect route (:class:`~airflow_trident.batch.routes.OnSpark`) of the topology
+    ``reference`` through the server of ``spark_connect_conn_id``: sessions shared per topology
+    and code (:func:`connect_share_key`), ``[trident] spark_read_here_bytes`` and ``inline``
+    read now."""
     from airflow_trident.hooks.config import inline_user_code, spark_read_here_bytes
 
-    here, inline = spark_read_here_bytes(), inline_user_code()
-    with connect_session(spark_connect_conn_id, share=connect_share_key(steps)) as spark:
-        return process_on_spark(
-            steps, spark, txid, emit_wait_s, read_here_bytes=here, inline=inline or None
-        )
+    def session(steps: BatchSteps) -> AbstractContextManager[Any]:
+        return connect_session(spark_connect_conn_id, share=connect_share_key(steps))
+
+    return OnSpark(
+        session=session,
+        reference=reference,
+        where=f"on Spark Connect (connection {spark_connect_conn_id})",
+        read_here_bytes=spark_read_here_bytes(),
+        inline=inline_user_code() or None,
+    )
 
 
-def commit_on_connect(
-    steps: BatchSteps, spark_connect_conn_id: str, reference: str, txid: int
-) -> dict[str, Any]:
-    """Commit staged batch ``txid`` through the Spark Connect server of
-    ``spark_connect_conn_id``; write and return the commit summary.
+class JobSubmitter:
+    """The ``spark-submit`` of the batch's Spark job through the Spark provider's
+    ``SparkSubmitHook``: the ``submit`` of a :class:`~airflow_trident.batch.routes.BySubmit`
+    route (a commit task's Spark commit without Connect). The job's arguments carry no secret;
+    its secrets are exported only while it runs; a failed job raises its own error.
 
-    This task is the driver, as the ``spark-submit`` job's driver is
-    (:func:`airflow_trident.batch.spark_job.commit_on_spark`): the order check, the
-    stale-opaque check, ZooKeeper's compare-and-set and the ledger row happen here, while
-    :class:`~airflow_trident.runtime.spark.commit.SparkBatchApplier` applies each staged
-    partition in a Spark task on the server's executors (``range`` + ``mapInArrow``, both
-    supported by Spark Connect); the state database reaches them inside the task closure.
-
-    Raises
-    ------
-    TridentError
-        An executor's own error (``StateBehindError``, ``BatchIncompleteError``, ...) or
-        ``BatchFailedError``; partitions applied before it keep their txid and a retry of the
-        commit skips them.
+    :param hook: the task's ``TridentHook`` (ZooKeeper settings, state URL).
+    :param reference: the topology's ``module:attribute``.
+    :param staging_root: the staging root.
+    :param spark_conn_id: the Spark connection.
+    :param spark_conf: the job's Spark conf (:func:`job_conf` adds the batch's defaults).
+    :param py_files: ``--py-files`` (the topology's package).
     """
-    from airflow_trident.batch.spark_job import commit_on_spark
-    from airflow_trident.hooks.config import inline_user_code, spark_read_here_bytes
 
-    here = spark_read_here_bytes()  # a stale staged batch is processed again
-    inline = inline_user_code() or None
-    with connect_session(spark_connect_conn_id, share=connect_share_key(steps)) as spark:
-        summary: dict[str, Any] = commit_on_spark(
-            steps, spark, reference, txid, 0.0, read_here_bytes=here, inline=inline
+    def __init__(
+        self,
+        hook: Any,
+        reference: str,
+        staging_root: str,
+        *,
+        spark_conn_id: str = "spark_default",
+        spark_conf: Mapping[str, Any] | None = None,
+        py_files: str | None = None,
+    ) -> None:
+        self.hook = hook
+        self.reference = reference
+        self.staging_root = staging_root
+        self.spark_conn_id = spark_conn_id
+        self.spark_conf = spark_conf
+        self.py_files = py_files
+        self._running: Any = None
+
+    def __call__(self, step: str, txid: int, emit_wait_s: float) -> None:
+        from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+        from airflow_trident.hooks.config import spark_read_here_bytes
+
+        config = self.hook.zookeeper_config()
+        secrets = job_secrets(config, self.hook.state_url())
+        name = self.reference.rpartition(":")[2]
+        self._running = SparkSubmitHook(
+            conf=job_conf(self.spark_conf),
+            conn_id=self.spark_conn_id,
+            py_files=self.py_files,
+            name=f"trident-{name}-{step}",
+            application_args=job_arguments(
+                self.reference,
+                txid,
+                self.staging_root,
+                config,
+                emit_wait_s=emit_wait_s,
+                commit=step == "commit",
+                read_here_bytes=spark_read_here_bytes(),
+            ),
         )
-    return summary
+        warn_if_remote_driver(deploy_mode(self.spark_conn_id), secrets)
+        with exported(secrets), spark_job_errors(self.staging_root, self.reference, txid, step):
+            self._running.submit(SPARK_JOB)
+
+    def on_kill(self) -> None:
+        """Stop a running job (a commit's applied partitions keep their txid)."""
+        if self._running is not None:
+            self._running.on_kill()

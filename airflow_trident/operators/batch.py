@@ -2,23 +2,18 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
 from airflow.sdk import BaseOperator
-from airflow.sdk.exceptions import AirflowFailException
 
+from airflow_trident.batch.routes import COMMIT_MODES, CommitRoute
 from airflow_trident.batch.steps import BatchSteps
-from airflow_trident.errors import ConfigurationError
-from airflow_trident.hooks.commit import COMMIT_MODES, BatchCommitter, CommitRoute, is_staged
-from airflow_trident.hooks.stalls import StallWatch, wait_for_commit_order
+from airflow_trident.operators.commit_turn import CommitInTurn
 from airflow_trident.operators.lineage import TridentLineageMixin
-from airflow_trident.operators.metrics import emit_committed
-from airflow_trident.operators.notes import note_begin
-from airflow_trident.operators.steps import TridentTask, default_deferrable, run_id_of, txid_of
-from airflow_trident.triggers.zookeeper import CommittedTxidTrigger
+from airflow_trident.tasks.base import TridentTask, default_deferrable, txid_of
+from airflow_trident.tasks.begin import begin_batch, begun_line
 
 __all__ = [
     "COMMIT_MODES",
@@ -27,7 +22,7 @@ __all__ = [
     "CommitBatchOperator",
     "begin_batch",
     "begun_line",
-]
+]  # begin_batch and begun_line: airflow_trident.tasks.begin's, here for the begin task
 
 
 class _BatchOperator(TridentTask, BaseOperator):
@@ -89,51 +84,7 @@ class BeginBatchOperator(_BatchOperator):
             return begin_batch(context, steps, self.log)
 
 
-def begin_batch(context: Any, steps: BatchSteps, log: Any) -> dict[str, Any]:
-    """Bind ``context``'s DAG run to its txid (``dag_run.conf["txid"]`` replays one) and store
-    the batch metadata through ``steps`` (the begin task's, or a readiness sensor's that begins
-    too); log it to ``log`` and note it on the run. Returns the begin summary (the task's XCom).
-
-    Raises
-    ------
-    ConfigurationError
-        If ``dag_run.conf["txid"]`` is not a positive integer.
-    """
-    dag_run = context["dag_run"]
-    conf = dag_run.conf or {}
-    txid = conf.get("txid")
-    if txid is not None and (not isinstance(txid, int) or isinstance(txid, bool) or txid < 1):
-        msg = f"dag_run.conf txid must be a positive integer, got {txid!r}"
-        raise ConfigurationError(msg)
-    summary: dict[str, Any] = steps.begin(dag_run.run_id, txid)
-    log.info("%s", begun_line(dag_run.run_id, summary))
-    note_begin(context, summary)  # the run's note shows its txid (operators/notes.py)
-    for spout, meta in summary["metas"].items():
-        log.info("spout %s metadata: %s", spout, str(meta)[:500])
-    return summary
-
-
-def begun_line(run_id: str, summary: dict[str, Any]) -> str:
-    """The begin's log line: the run's txid and its attempt as the run's note, the process and
-    commit tasks and the Trident tab show it (the processing attempt, 1 for the first).
-
-    >>> begun_line("manual__1", {"txid": 4, "attempt_id": 1, "committed_txid": 3})
-    'run manual__1 is txid 4 · attempt 1; committed txid is 3'
-    >>> begun_line("manual__2", {"txid": 1, "attempt_id": 1, "committed_txid": 4})
-    'run manual__2 replays txid 1 · attempt 1, committed: nothing to process, state unchanged'
-    """
-    txid, attempt = summary["txid"], summary["attempt_id"]
-    shown = "" if attempt is None else f" · attempt {attempt}"
-    if txid <= summary["committed_txid"]:
-        return (f"run {run_id} replays txid {txid}{shown}, committed: nothing to process, "
-                f"state unchanged")  # fmt: skip
-    return f"run {run_id} is txid {txid}{shown}; committed txid is {summary['committed_txid']}"
-
-
-_INLINE_POLL_S = 0.2
-
-
-class CommitBatchOperator(TridentLineageMixin, _BatchOperator):
+class CommitBatchOperator(TridentLineageMixin, CommitInTurn, _BatchOperator):
     """Apply the staged batch to state, strictly after txid-1 committed.
 
     ``depends_on_past`` (on by default) keeps Airflow's order, but it does not enforce
@@ -150,12 +101,13 @@ class CommitBatchOperator(TridentLineageMixin, _BatchOperator):
       order and does the compare-and-set. For batches too large for one Airflow worker. With
       ``spark_connect_conn_id`` (the DAG's ``process_mode="connect"``) this task is the driver,
       a client of the Spark Connect server whose executors apply the partitions (no JVM start:
-      :func:`~airflow_trident.hooks.spark.commit_on_connect`); without it, a
+      :func:`~airflow_trident.hooks.spark.connect_route`); without it, a
       ``spark-submit`` job through the Spark provider's hook;
     * ``"auto"`` — ``"spark"`` when the batch staged at least ``spark_commit_min_rows`` rows.
 
-    The route is :class:`~airflow_trident.hooks.commit.BatchCommitter`'s; this task waits for
-    its turn and hands the batch over.
+    The wait and the route are every committing task's (:class:`~airflow_trident.operators.
+    commit_turn.CommitInTurn`, over :mod:`airflow_trident.batch.order` and
+    :mod:`airflow_trident.batch.routes`).
 
     When txid-1 is already processed (staged), its commit is imminent: the task then waits for
     it here, up to ``inline_wait_s``, before deferring — ordered commits form a chain, and a
@@ -211,95 +163,34 @@ class CommitBatchOperator(TridentLineageMixin, _BatchOperator):
         self.inline_wait_s = inline_wait_s
         self.spark_connect_conn_id = spark_connect_conn_id
         self.success_after = success_after
-        self._committer: BatchCommitter | None = None
 
     def execute(self, context: Any) -> dict[str, Any]:
         txid = txid_of(context, self.begin_task_id)
         with self._steps() as steps:
-            committed = steps.store.committed_txid()
-            topology = steps.topology.name
-            watch = StallWatch(context["ti"].dag_id, txid, "commit", run_id=run_id_of(context))
-            if not self.deferrable:
-                committed = wait_for_commit_order(
-                    steps, txid, watch, deadline=None, poll_s=self.poll_interval, log=self.log
-                )
-            elif committed < txid - 1 and is_staged(steps, txid - 1):
-                # txid-1's commit is imminent: waiting here beats a deferral's hand-offs
-                deadline = time.monotonic() + self.inline_wait_s
-                committed = wait_for_commit_order(
-                    steps, txid, watch, deadline=deadline, poll_s=_INLINE_POLL_S, log=self.log
-                )
-            if committed >= txid - 1:
+            if self.commit_in_turn(
+                context, steps, txid, deferrable=self.deferrable, poll_s=self.poll_interval,
+                inline_wait_s=self.inline_wait_s, resume_method="execute_complete",
+            ):  # fmt: skip
                 return self._commit_then_success(context, steps, txid)
-        self.log.info("txid %d waits for txid %d (committed: %d)", txid, txid - 1, committed)
-        self.defer(
-            trigger=CommittedTxidTrigger(
-                zookeeper_conn_id=self.zookeeper_conn_id,
-                topology=topology,
-                txid=txid - 1,
-                poll_interval=self.poll_interval,
-                dag_id=context["ti"].dag_id,
-                waiting_run_id=run_id_of(context),
-            ),
-            method_name="execute_complete",
-        )
-        return {}  # pragma: no cover - defer() raises
+        return {}  # pragma: no cover - deferred
 
     def execute_complete(self, context: Any, event: dict[str, Any] | None = None) -> dict[str, Any]:
         """Resume after the trigger saw txid-1 committed (or fail: txid-1 cannot commit)."""
-        if event is not None and event.get("status") == "stalled":
-            message = str(event.get("message"))
-            self.log.error("%s", message)
-            raise AirflowFailException(message)
+        self.resumed(event)
         txid = txid_of(context, self.begin_task_id)
         with self._steps() as steps:
             return self._commit_then_success(context, steps, txid)
 
     def _commit_then_success(self, context: Any, steps: BatchSteps, txid: int) -> dict[str, Any]:
-        summary: dict[str, Any] = emit_committed(
-            context, lambda: self._commit(steps, txid), steps.store.runs_of_txid, self.log
-        )
+        summary = self.commit_now(context, steps, txid)
         if self.success_after:
             # the success task's step, in this task (the compact layout: one task fewer)
             self.log.info("txid %d success: %s", txid, steps.success(txid))
         return summary
 
-    def on_kill(self) -> None:
-        """Stop a running Spark commit (its applied partitions keep their txid)."""
-        if self._committer is not None:
-            self._committer.on_kill()
-
     def route(self) -> CommitRoute:
-        """Where this task applies the staged partitions (its rendered arguments)."""
-        return CommitRoute(
-            mode=self.commit_mode,
-            spark_commit_min_rows=self.spark_commit_min_rows,
-            spark_connect_conn_id=self.spark_connect_conn_id or None,
-            spark_conn_id=self.spark_conn_id,
-            spark_conf=self.spark_conf,
-            py_files=self.py_files,
-        )
-
-    def _commit(self, steps: BatchSteps, txid: int) -> dict[str, Any]:
-        self._committer = BatchCommitter(
-            self.trident_hook(), self.topology, self.staging_root, self.route(), log=self.log
-        )
-        summary = self._committer.commit(steps, txid)
-        if summary["applied"]:
-            self.log.info(
-                "txid %d committed: %d records in, keys written %s; partition ranges %s",
-                txid,
-                summary["records_in"],
-                summary["keys_written"],
-                str(summary.get("partitions", {}))[:1000],
-            )
-        else:
-            self.log.info(
-                "txid %d was already committed: state unchanged (committed txid is now %d)",
-                txid,
-                steps.store.committed_txid(),
-            )
-        return summary
+        """Which route this task's commits take (its rendered arguments)."""
+        return self.commit_route()
 
 
 class BatchSuccessOperator(_BatchOperator):

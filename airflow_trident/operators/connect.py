@@ -8,8 +8,8 @@ the Airflow worker's process. The server's Python workers run the topology's use
 must import ``airflow_trident`` and the topology's modules (run the server with the same Python
 environment), and the staging root must be reachable by the server and the worker alike.
 
-The Spark work is :func:`~airflow_trident.hooks.spark.process_on_connect`'s; the connection's
-token travels inside the ``sc://`` URL handed to pyspark, never to a log.
+The route is :func:`~airflow_trident.hooks.spark.connect_route`'s; the connection's token
+travels inside the ``sc://`` URL handed to pyspark, never to a log.
 """
 
 from __future__ import annotations
@@ -19,10 +19,12 @@ from typing import Any
 
 from airflow.sdk import BaseOperator
 
-from airflow_trident.hooks.process import committed_summary, process_in_turn_on_connect
+from airflow_trident.batch.routes import process_by
+from airflow_trident.hooks.dagruns import dagrun_states
+from airflow_trident.hooks.spark import connect_route
 from airflow_trident.operators.lineage import TridentLineageMixin
 from airflow_trident.operators.metrics import emit_processed
-from airflow_trident.operators.steps import TridentTask, run_id_of, txid_of
+from airflow_trident.tasks.base import TridentTask, no_retry_when_stalled, run_id_of, txid_of
 
 __all__ = ["ConnectProcessBatchOperator"]
 
@@ -71,13 +73,13 @@ class ConnectProcessBatchOperator(TridentLineageMixin, TridentTask, BaseOperator
     def execute(self, context: Any) -> dict[str, Any]:
         txid = txid_of(context, self.begin_task_id)
         hook = self.trident_hook()
-        with hook.batch_steps(self.topology, staging_root=self.staging_root) as steps:
-            skipped = committed_summary(steps, txid)
-            if skipped is not None:
-                self.log.info("txid %d is already committed: nothing to process", txid)
-                return skipped
-            summary = process_in_turn_on_connect(
-                steps, self.spark_connect_conn_id, txid, dag_id=context["ti"].dag_id,
-                run_id=run_id_of(context), timeout_s=self.emit_wait_s, log=self.log,
+        with (
+            hook.batch_steps(self.topology, staging_root=self.staging_root) as steps,
+            no_retry_when_stalled(),
+        ):
+            summary = process_by(
+                connect_route(self.spark_connect_conn_id, self.topology), steps, txid,
+                dag_id=context["ti"].dag_id, run_id=run_id_of(context),
+                timeout_s=self.emit_wait_s, log=self.log, states=dagrun_states,
             )  # fmt: skip
-        return emit_processed(context, summary)
+        return emit_processed(context, summary) if "skipped" not in summary else summary

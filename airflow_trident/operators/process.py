@@ -8,8 +8,9 @@ from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
+from airflow_trident.batch.routes import BySubmit, process_by
 from airflow_trident.hooks.config import spark_read_here_bytes
-from airflow_trident.hooks.process import before_processing, processed, processed_line
+from airflow_trident.hooks.dagruns import dagrun_states
 from airflow_trident.hooks.spark import (
     SPARK_JOB,
     deploy_mode,
@@ -23,7 +24,7 @@ from airflow_trident.hooks.spark import (
 )
 from airflow_trident.operators.lineage import TridentLineageMixin
 from airflow_trident.operators.metrics import emit_processed
-from airflow_trident.operators.steps import TridentTask, run_id_of, txid_of
+from airflow_trident.tasks.base import TridentTask, no_retry_when_stalled, run_id_of, txid_of
 
 __all__ = ["SPARK_JOB", "ProcessBatchOperator"]
 
@@ -83,32 +84,32 @@ class ProcessBatchOperator(TridentLineageMixin, TridentTask, SparkSubmitOperator
     def execute(self, context: Any) -> dict[str, Any]:  # type: ignore[override]
         txid = txid_of(context, self.begin_task_id)
         hook = self.trident_hook()
-        with hook.session():  # one ZooKeeper session for the task, not one per step
-            with hook.batch_steps(self.topology, staging_root=self.staging_root) as steps:
-                skipped, emit_wait_s = before_processing(
-                    steps, txid, dag_id=context["ti"].dag_id, run_id=run_id_of(context),
-                    timeout_s=self.emit_wait_s, log=self.log,
-                )  # fmt: skip
-                if skipped is not None:
-                    return skipped
-            config = hook.zookeeper_config()
-            self.application_args = job_arguments(
-                self.topology, txid, self.staging_root, config, emit_wait_s=emit_wait_s,
-                read_here_bytes=spark_read_here_bytes(),
+        with (
+            hook.session(),  # one ZooKeeper session for the task, not one per step
+            hook.batch_steps(self.topology, staging_root=self.staging_root) as steps,
+            no_retry_when_stalled(),
+        ):
+            summary = process_by(
+                BySubmit(lambda step, _, emit_wait_s: self._submit_job(context, txid, emit_wait_s)),
+                steps, txid, dag_id=context["ti"].dag_id, run_id=run_id_of(context),
+                timeout_s=self.emit_wait_s, log=self.log, states=dagrun_states,
             )  # fmt: skip
-            mode = deploy_mode(self.spark_conn_id, self.deploy_mode)
-            secrets = job_secrets(config, hook.state_url())
-            warn_if_remote_driver(mode, secrets)
-            self.log.info("processing txid %d of %s on Spark", txid, self.topology)
-            with (
-                exported(secrets),
-                spark_job_errors(self.staging_root, self.topology, txid, "process"),
-            ):
-                self.submit(context, mode=mode)
-            with hook.batch_steps(self.topology, staging_root=self.staging_root) as steps:
-                summary = processed(steps, txid)
-        self.log.info("%s", processed_line(summary))
-        return emit_processed(context, summary)
+        return emit_processed(context, summary) if "skipped" not in summary else summary
+
+    def _submit_job(self, context: Any, txid: int, emit_wait_s: float) -> None:
+        """The ``spark-submit`` of the process job (the route's ``submit``): its arguments
+        (never a secret), its secrets exported only while it runs, its own error if it fails."""
+        hook = self.trident_hook()
+        config = hook.zookeeper_config()
+        self.application_args = job_arguments(
+            self.topology, txid, self.staging_root, config, emit_wait_s=emit_wait_s,
+            read_here_bytes=spark_read_here_bytes(),
+        )  # fmt: skip
+        mode = deploy_mode(self.spark_conn_id, self.deploy_mode)
+        secrets = job_secrets(config, hook.state_url())
+        warn_if_remote_driver(mode, secrets)
+        with exported(secrets), spark_job_errors(self.staging_root, self.topology, txid, "process"):
+            self.submit(context, mode=mode)
 
     def prepare_submit(self, *, mode: str | None) -> None:
         """Settle the Spark conf (the batch's defaults, :func:`~airflow_trident.hooks.spark.

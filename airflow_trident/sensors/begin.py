@@ -2,24 +2,20 @@
 
 :class:`BeginWhenReadySensor` waits as :class:`~airflow_trident.sensors.ready.BatchReadySensor`
 does (poke, reschedule or deferred; replays do not wait; a new batch behind a failed run is
-skipped) and then begins the batch as :class:`~airflow_trident.operators.batch.BeginBatchOperator`
-does, in the same task process. Its XCom is the begin summary, so later tasks name it as their
-``begin_task_id``. One task process and one scheduling hand-off fewer per batch than a sensor
-followed by a begin task.
+skipped: :class:`~airflow_trident.tasks.readiness.ReadinessWait`) and then begins the batch as
+the begin task does, in the same task process. Its XCom is the begin summary, so later tasks
+name it as their ``begin_task_id``. One task process and one scheduling hand-off fewer per
+batch than a sensor followed by a begin task.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
-
-from airflow_trident.operators.batch import begin_batch
-from airflow_trident.sensors.ready import BatchReadySensor
+from airflow_trident.tasks.begin import BeginWhenReady
 
 __all__ = ["BeginWhenReadySensor"]
 
 
-class BeginWhenReadySensor(BatchReadySensor):
+class BeginWhenReadySensor(BeginWhenReady):
     """Wait until the topology's spouts are ready, then bind the run to its txid and store the
     batch metadata (XCom: txid, attempt, metadata).
 
@@ -44,30 +40,4 @@ class BeginWhenReadySensor(BatchReadySensor):
     (True, 'reschedule')
     """
 
-    template_fields: Sequence[str] = (*BatchReadySensor.template_fields, "state_conn_id")
     ui_color = "#e8f4fd"
-
-    def __init__(
-        self, *, state_conn_id: str | None = None, keep_txids: int = 16, **kwargs: Any
-    ) -> None:
-        kwargs.setdefault("depends_on_past", True)
-        super().__init__(**kwargs)
-        self.state_conn_id = state_conn_id
-        self.keep_txids = keep_txids
-
-    def _begin(self, context: Any) -> dict[str, Any]:
-        hook = self.trident_hook()
-        with hook.batch_steps(
-            self.topology, staging_root=self.staging_root, keep_txids=self.keep_txids
-        ) as steps:
-            return begin_batch(context, steps, self.log)
-
-    def execute(self, context: Any) -> dict[str, Any]:
-        with self.trident_hook().session():  # the wait and the begin share one session
-            super().execute(context)  # returns once ready (or reschedules, defers, skips)
-            return self._begin(context)
-
-    def execute_complete(self, context: Any, event: dict[str, Any] | None = None) -> Any:
-        """Resume after the trigger saw the spouts ready, and begin."""
-        super().execute_complete(context, event)
-        return self._begin(context)

@@ -17,7 +17,8 @@ from typing import Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 from asgiref.sync import sync_to_async
 
-from airflow_trident.hooks.stalls import STALL_CHECK_S, StallWatch, dagrun_states
+from airflow_trident.batch.order import STALL_CHECK_S, StallWatch
+from airflow_trident.hooks.dagruns import dagrun_states
 from airflow_trident.hooks.trident import TridentHook
 
 __all__ = ["BatchReadyTrigger", "CommittedTxidTrigger"]
@@ -66,7 +67,7 @@ class CommittedTxidTrigger(BaseTrigger):
     async def run(self) -> AsyncIterator[TriggerEvent]:
         loop = asyncio.get_running_loop()
         # With a dag_id, the trigger also watches txid's runs: when none can make progress the
-        # waiting commit gives its run slot back (see airflow_trident.hooks.stalls).
+        # waiting commit gives its run slot back (see airflow_trident.batch.order).
         watch = (
             None
             if self.dag_id is None

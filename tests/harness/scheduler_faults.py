@@ -56,11 +56,11 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException
 from sqlalchemy.engine import make_url
 
+from airflow_trident.batch.order import QUEUED_GRACE_S, STALL_CHECK_S
 from airflow_trident.coordination.client import ZkConfig, connect
 from airflow_trident.coordination.paths import CoordinatorPaths
 from airflow_trident.coordination.store import CoordinatorStore
 from airflow_trident.errors import TridentError
-from airflow_trident.hooks.stalls import QUEUED_GRACE_S, STALL_CHECK_S
 from tests.harness.connect import running_connect_server
 from tests.harness.scheduler import AirflowCluster, running_airflow
 from tests.harness.servers import PrivatePostgres, PrivateZooKeeper
@@ -717,7 +717,7 @@ class _Driver:
 
     def yield_reason(self, run_id: str) -> str | None:
         """The message of a task of ``run_id`` that failed at once because the txid it waited
-        for could not progress (:mod:`airflow_trident.hooks.stalls`), if one did."""
+        for could not progress (:mod:`airflow_trident.batch.order`), if one did."""
         folder = self.af.home.path / "logs" / f"dag_id={DAG_ID}" / f"run_id={run_id}"
         for task in sorted(folder.glob("task_id=*")):
             tries = sorted(task.glob("attempt=*.log"), key=_attempt_number)

@@ -44,7 +44,7 @@ __all__ = ["main"]
 @contextlib.contextmanager
 def spark_process() -> Iterator[Any]:
     """``process(steps, txid)`` on a local Spark session (JDBC driver added)."""
-    from airflow_trident.batch.spark_job import process_on_spark
+    from airflow_trident.batch.on_spark import process_on_spark
     from airflow_trident.runtime.spark.session import local_session
     from airflow_trident.spout.database_table import JDBC_JAR
 

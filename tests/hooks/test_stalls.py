@@ -8,9 +8,11 @@ from collections.abc import Mapping, Sequence
 import pytest
 from airflow.sdk.exceptions import AirflowFailException
 
+from airflow_trident.batch import order as stalls
+from airflow_trident.batch.order import StallWatch, wait_watching
 from airflow_trident.coordination.store import CoordinatorStore
-from airflow_trident.hooks import stalls
-from airflow_trident.hooks.stalls import StallWatch, wait_watching
+from airflow_trident.errors import BatchStalledError
+from airflow_trident.tasks.base import no_retry_when_stalled
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +66,8 @@ def test_wait_watching_fails_a_commit_wait_on_the_real_index(
 
     # When txid 2's commit waits for txid 1's
     watch = StallWatch("wc", txid=2, waiting_for="commit", run_id="run2")
-    with pytest.raises(AirflowFailException) as failed:
+    # (the tasks wrap their waits in no_retry_when_stalled: a verdict fails them without retry)
+    with pytest.raises(AirflowFailException) as failed, no_retry_when_stalled():
         wait_watching(
             lambda: zk_store.committed_txid() >= 1,
             watch,
@@ -77,6 +80,7 @@ def test_wait_watching_fails_a_commit_wait_on_the_real_index(
     # Then it asked about txid 1's run (from ZooKeeper's index) and failed with the fix
     assert asked[0] == ["run1"]
     assert "--run-id run1" in str(failed.value)
+    assert isinstance(failed.value.__cause__, BatchStalledError)
 
 
 @pytest.mark.integration

@@ -68,7 +68,7 @@ def test_commit_trigger_gives_up_when_the_awaited_txids_run_failed(
 ) -> None:
     # Given txid 1 bound to run r1, never committing, and Airflow answering that r1 failed (the
     # Task Execution API exists only inside the triggerer: its answer is what is given here)
-    from airflow_trident.hooks import stalls
+    from airflow_trident.batch import order as stalls
     from airflow_trident.triggers import zookeeper as triggers
 
     host, _, port = zk_config.hosts.partition(":")

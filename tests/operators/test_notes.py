@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from airflow_trident.cli import NEW_PREFIX, REPLAY_PREFIX
-from airflow_trident.operators.notes import (
+from airflow_trident.tasks.notes import (
     BACKFILL_PREFIXES,
     TridentRunNotes,
     is_trident_note,

@@ -17,16 +17,16 @@ import pytest
 
 from airflow_trident.attempt import TransactionAttempt
 from airflow_trident.batch.ledger import CommitLedger
+from airflow_trident.batch.process import processed_summary
 from airflow_trident.batch.status import StatusCollector
 from airflow_trident.batch.steps import BatchSteps
 from airflow_trident.coordination.store import CoordinatorStore
-from airflow_trident.hooks.process import processed_summary
 from airflow_trident.operation import Count, Split
 from airflow_trident.operators import batch as batch_operators
-from airflow_trident.operators.notes import run_attempt, run_note
 from airflow_trident.runtime.staging import StagingArea
 from airflow_trident.spout.memory import MemoryTransactionalSpout
 from airflow_trident.state.sql import sql_state
+from airflow_trident.tasks.notes import run_attempt, run_note
 from airflow_trident.topology import TridentTopology
 
 pytestmark = pytest.mark.integration

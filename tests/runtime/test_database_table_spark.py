@@ -81,7 +81,7 @@ def test_a_range_is_read_by_spark_in_parallel_as_in_process(
 def test_batches_processed_on_spark_count_every_row_once(
     jdbc_spark: Any, pg_url: str, events: str, zk_store: CoordinatorStore, tmp_path: Path
 ) -> None:
-    from airflow_trident.batch.spark_job import process_on_spark
+    from airflow_trident.batch.on_spark import process_on_spark
 
     # Given word counts of the table, 3 partitions of at most 120 rows a batch
     topology = TridentTopology(zk_store.paths.topology)

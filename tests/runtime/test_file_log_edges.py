@@ -56,7 +56,7 @@ def process(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
     if request.param == "spark_tasks":
         monkeypatch.setattr("airflow_trident.runtime.spark.driver_read.READ_HERE_BYTES", 0)
     spark = request.getfixturevalue("spark")
-    from airflow_trident.batch.spark_job import process_on_spark
+    from airflow_trident.batch.on_spark import process_on_spark
 
     return lambda steps, txid: process_on_spark(steps, spark, txid, 0.0)
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from airflow_trident.batch.spark_job import commit_on_spark, process_on_spark
+from airflow_trident.batch.on_spark import commit_on_spark, process_on_spark
 from airflow_trident.batch.steps import BatchSteps
 from airflow_trident.coordination.memory import MemoryCoordinatorStore
 from airflow_trident.errors import StateError

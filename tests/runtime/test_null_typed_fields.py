@@ -19,7 +19,7 @@ import pytest
 import sqlalchemy as sa
 from deltalake import DeltaTable
 
-from airflow_trident.batch.spark_job import commit_on_spark, process_on_spark
+from airflow_trident.batch.on_spark import commit_on_spark, process_on_spark
 from airflow_trident.batch.steps import BatchSteps
 from airflow_trident.coordination.client import ZkConfig, connect
 from airflow_trident.coordination.paths import CoordinatorPaths

@@ -166,7 +166,7 @@ def test_opaque_replay_reading_less_on_spark_counts_each_key_once(
     steps, spout = word_count_steps(
         zk_store, tmp_path / "staging", pg_url, unique_name, wrapped=wrapped
     )
-    from airflow_trident.batch.spark_job import process_on_spark
+    from airflow_trident.batch.on_spark import process_on_spark
 
     def process(s: BatchSteps, txid: int) -> Any:
         return process_on_spark(s, spark, txid, 0.0)

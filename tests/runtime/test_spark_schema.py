@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from airflow_trident.batch.spark_job import commit_on_spark, process_on_spark
+from airflow_trident.batch.on_spark import commit_on_spark, process_on_spark
 from airflow_trident.batch.steps import BatchSteps
 from airflow_trident.coordination.client import ZkConfig
 from tests.runtime import commit_topologies as ct

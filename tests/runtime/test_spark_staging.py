@@ -1,4 +1,4 @@
-"""Staging on Spark (``batch/spark_job.stage_frames``): Spark writes each partition's
+"""Staging on Spark (``batch/on_spark.stage_frames``): Spark writes each partition's
 uncompressed Parquet file; the manifest lists the files with their rows, and the commit
 verifies and applies them."""
 
@@ -11,7 +11,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_trident.batch.spark_job import process_on_spark
+from airflow_trident.batch.on_spark import process_on_spark
 from airflow_trident.batch.steps import BatchSteps
 from airflow_trident.coordination.memory import MemoryCoordinatorStore
 from airflow_trident.operation import Count, Split

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from airflow_trident.batch.spark_job import process_on_spark
+from airflow_trident.batch.on_spark import process_on_spark
 from airflow_trident.batch.steps import BatchSteps
 from airflow_trident.coordination.memory import MemoryCoordinatorStore
 from airflow_trident.operation import Sum

@@ -184,11 +184,11 @@ def test_pipelined_process_of_txid_2_waits_for_txid_1_to_emit(steps: BatchSteps)
 
 
 def test_auto_commit_mode_chooses_spark_by_staged_rows(steps: BatchSteps) -> None:
-    from airflow_trident.hooks.commit import CommitRoute, staged_rows
+    from airflow_trident.batch.routes import CommitRoute
 
     txid = int(steps.begin("r1")["txid"])
     steps.process_local(txid)  # 2 lines -> 3 distinct words staged
-    rows = staged_rows(steps, txid)
+    rows = steps.staged_rows(txid)
     small = CommitRoute(mode="auto", spark_commit_min_rows=4)
     large = CommitRoute(mode="auto", spark_commit_min_rows=3)
     assert (small.on_spark_for(staged_rows=rows), large.on_spark_for(staged_rows=rows)) == (
@@ -200,13 +200,12 @@ def test_auto_commit_mode_chooses_spark_by_staged_rows(steps: BatchSteps) -> Non
 def test_commit_waits_inline_only_when_the_previous_txid_is_processed(steps: BatchSteps) -> None:
     import logging
 
-    from airflow_trident.hooks.commit import is_staged
-    from airflow_trident.hooks.stalls import StallWatch, wait_for_commit_order
+    from airflow_trident.batch.order import StallWatch, wait_for_commit_order
 
     first, second = (int(steps.begin(r)["txid"]) for r in ("r1", "r2"))
-    assert is_staged(steps, second - 1) is False  # txid 1 not processed: defer
+    assert steps.is_staged(second - 1) is False  # txid 1 not processed: defer
     steps.process_local(first)
-    assert is_staged(steps, second - 1) is True  # its commit is next: wait here
+    assert steps.is_staged(second - 1) is True  # its commit is next: wait here
     steps.commit(first)
     deadline = 0.0  # already past: returns at once with what is committed
     watch = StallWatch("d", second, "commit")

@@ -97,7 +97,7 @@ def spark_steps(pg_url: str, zk_config: ZkConfig, tmp_path: Path) -> Iterator[Ba
 def test_spark_commit_of_a_replay_reading_less_counts_each_word_once(
     spark_steps: BatchSteps, spark: Any, pg_url: str
 ) -> None:
-    from airflow_trident.batch.spark_job import commit_on_spark, process_on_spark
+    from airflow_trident.batch.on_spark import commit_on_spark, process_on_spark
 
     steps = spark_steps
     # Given txid 1 committed on Spark

@@ -103,7 +103,7 @@ def test_steps_after_a_window_see_only_real_windows_in_process(
 def test_steps_after_a_window_see_only_real_windows_on_spark(
     spark: Any, pg_url: str, unique_name: str, tmp_path: Path
 ) -> None:
-    from airflow_trident.batch.spark_job import process_on_spark
+    from airflow_trident.batch.on_spark import process_on_spark
 
     steps = steps_for(windowed(unique_name), pg_url, tmp_path)
     assert run_four(steps, lambda s, txid: process_on_spark(s, spark, txid, 0.0)) == 12

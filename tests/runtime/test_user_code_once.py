@@ -323,7 +323,7 @@ def failed_attempts(steps: BatchSteps, process: Callable[[BatchSteps, int], Any]
 def test_a_filter_after_a_window_raising_once_fails_the_attempt_on_spark(
     spark: Any, pg_url: str, unique_name: str, tmp_path: Path
 ) -> None:
-    from airflow_trident.batch.spark_job import process_on_spark
+    from airflow_trident.batch.on_spark import process_on_spark
 
     # Given a filter after a window that raises on the first window it sees
     local = steps_for(windowed_once(unique_name, str(tmp_path / "l")), pg_url, tmp_path / "a")

@@ -160,7 +160,7 @@ def test_an_opaque_replay_after_an_update_and_a_delete_counts_the_rows_as_they_a
 
 @pytest.fixture
 def on_spark(spark: Any) -> Process:
-    from airflow_trident.batch.spark_job import process_on_spark
+    from airflow_trident.batch.on_spark import process_on_spark
 
     if JDBC_JAR and Path(JDBC_JAR).exists():
         spark.sql(f"ADD JAR {JDBC_JAR}")

@@ -67,7 +67,7 @@ def test_file_log_chaos_in_process_is_exact(url: str, seed: int, tmp_path: Path)
 def test_source_chaos_on_spark_is_exact(
     url: str, source: str, mode: str, tmp_path: Path, spark: Any
 ) -> None:
-    from airflow_trident.batch.spark_job import process_on_spark
+    from airflow_trident.batch.on_spark import process_on_spark
 
     if os.path.exists(JDBC_JAR):
         spark.sql(f"ADD JAR {JDBC_JAR}")
@@ -107,7 +107,7 @@ def test_replay_profile_in_process_is_exact(
 def test_replay_profile_on_spark_is_exact(
     pg_url: str, zk_store: CoordinatorStore, tmp_path: Path, spark: Any
 ) -> None:
-    from airflow_trident.batch.spark_job import process_on_spark
+    from airflow_trident.batch.on_spark import process_on_spark
 
     if os.path.exists(JDBC_JAR):
         spark.sql(f"ADD JAR {JDBC_JAR}")

@@ -12,9 +12,12 @@ make progress, fails at once without retrying, with a message that says which ru
 than a grace period (starved of a slot) or every one has ended (failed, or marked success
 without committing). A run that is running — even retrying — is progress: the task waits on.
 
-The process tasks wait here for txid-1's emit (:func:`wait_for_emit_order`), the commit task for
-txid-1's commit (:func:`wait_for_commit_order`), and the commit trigger asks the same
-:class:`StallWatch` in the triggerer (this module sits below the operators and the triggers).
+The process tasks wait here for txid-1's emit (:func:`wait_for_emit_order`), the commit tasks
+(every layout's, the express task's) for their turn (:func:`await_commit_turn`), and the commit
+trigger asks the same :class:`StallWatch` in the triggerer. The runs' states come from Airflow
+through a callable the adapters pass (``states``: :func:`airflow_trident.hooks.dagruns.
+dagrun_states`); a verdict raises :class:`~airflow_trident.errors.BatchStalledError`, which the
+task adapters turn into a failure without retry. Nothing here imports Airflow.
 
 >>> watch = StallWatch("wc", txid=8, waiting_for="commit")
 >>> watch.verdict({"r7": "running"}, now=0.0) is None
@@ -32,16 +35,20 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from airflow_trident.errors import BatchStalledError
+
 if TYPE_CHECKING:  # the triggerer imports this module: it stays light
     from airflow_trident.batch.steps import BatchSteps
 
-_log = logging.getLogger(__name__)
+RunStates = Callable[[str, Sequence[str]], Mapping[str, str | None]]
+"""``(dag_id, run_ids) -> {run_id: DAG run state or None}``: how a wait asks Airflow."""
 
 __all__ = [
     "QUEUED_GRACE_S",
     "STALL_CHECK_S",
+    "RunStates",
     "StallWatch",
-    "dagrun_states",
+    "await_commit_turn",
     "wait_for_commit_order",
     "wait_for_emit_order",
     "wait_watching",
@@ -152,28 +159,6 @@ class StallWatch:
         )
 
 
-def dagrun_states(dag_id: str, run_ids: Sequence[str]) -> dict[str, str | None]:
-    """The state of each run, through the Task Execution API (from a task or a trigger).
-
-    A run the API cannot answer for (deleted, or no API in this process) maps to ``None``.
-    """
-    try:
-        from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
-    except ImportError:  # pragma: no cover - Airflow 3 always has it
-        return dict.fromkeys(run_ids)
-    states: dict[str, str | None] = {}
-    for run_id in run_ids:
-        try:
-            state = RuntimeTaskInstance.get_dagrun_state(dag_id, run_id)
-        except Exception as error:  # no Task Execution API here, or the run is gone: no verdict
-            _log.debug("no state for run %s of %s: %s", run_id, dag_id, error)
-            states[run_id] = None
-            continue
-        # the API answers with its own enum, whose str() is "DagRunState.QUEUED"
-        states[run_id] = str(getattr(state, "value", state))
-    return states
-
-
 def wait_watching(
     ready: Callable[[], bool],
     watch: StallWatch,
@@ -182,26 +167,25 @@ def wait_watching(
     timeout_s: float | None,
     poll_s: float,
     log: logging.Logger | Any,
-    states: Callable[[str, Sequence[str]], Mapping[str, str | None]] = dagrun_states,
+    states: RunStates | None = None,
 ) -> bool:
     """Poll ``ready()`` every ``poll_s`` until it is true (``True``) or ``timeout_s`` passed
     (``False``); every :data:`STALL_CHECK_S`, ask ``watch`` about the runs of txid-1
-    (``runs()``) and raise :class:`~airflow.sdk.exceptions.AirflowFailException` on a verdict."""
+    (``runs()``, their ``states``; ``None``: no verdicts) and raise
+    :class:`~airflow_trident.errors.BatchStalledError` on a verdict."""
     start = time.monotonic()
     checked = start
     while not ready():
         now = time.monotonic()
         if timeout_s is not None and now - start >= timeout_s:
             return False
-        if now - checked >= STALL_CHECK_S:
+        if states is not None and now - checked >= STALL_CHECK_S:
             checked = now
             observed = dict(states(watch.dag_id, runs()))
             verdict = watch.verdict(observed, now)
             if verdict is not None:
-                from airflow.sdk.exceptions import AirflowFailException
-
                 log.error("%s", verdict)
-                raise AirflowFailException(verdict)
+                raise BatchStalledError(verdict)
             log.info(
                 "txid %d waits for txid %d (%s); the runs of txid %d: %s",
                 watch.txid,
@@ -222,11 +206,13 @@ def wait_for_emit_order(
     run_id: str | None,
     timeout_s: float,
     log: logging.Logger | Any,
+    states: RunStates | None = None,
 ) -> float:
     """Wait in the task (not in a Spark job holding executors) until ``txid`` may be emitted;
     return what is left of ``timeout_s`` for the job's own wait.
 
-    Fails the task at once (:class:`StallWatch`) when txid-1's runs cannot make progress.
+    Raises :class:`~airflow_trident.errors.BatchStalledError` at once when txid-1's runs
+    cannot make progress (:class:`StallWatch`, from their ``states``).
     """
     if steps.emit_ready(txid):
         return timeout_s
@@ -239,6 +225,7 @@ def wait_for_emit_order(
         timeout_s=timeout_s,
         poll_s=1.0,
         log=log,
+        states=states,
     )
     return max(0.0, timeout_s - (time.monotonic() - start))
 
@@ -251,10 +238,12 @@ def wait_for_commit_order(
     deadline: float | None,
     poll_s: float,
     log: logging.Logger | Any,
+    states: RunStates | None = None,
 ) -> int:
     """Poll the committed txid until txid-1 is in (or ``deadline``, a ``time.monotonic()``
-    moment; ``None``: no deadline); return it. Fails the task at once when txid-1's runs cannot
-    make progress (``watch``)."""
+    moment; ``None``: no deadline); return it. Raises
+    :class:`~airflow_trident.errors.BatchStalledError` at once when txid-1's runs cannot make
+    progress (``watch``, from their ``states``)."""
     wait_watching(
         lambda: bool(steps.store.committed_txid() >= txid - 1),
         watch,
@@ -262,6 +251,50 @@ def wait_for_commit_order(
         timeout_s=None if deadline is None else max(0.0, deadline - time.monotonic()),
         poll_s=poll_s,
         log=log,
+        states=states,
     )
     committed: int = steps.store.committed_txid()
     return committed
+
+
+INLINE_POLL_S = 0.2
+"""Seconds between two reads of the committed txid while a commit waits in its task for a
+staged txid-1."""
+
+
+def await_commit_turn(
+    steps: BatchSteps,
+    txid: int,
+    watch: StallWatch,
+    *,
+    deferrable: bool,
+    inline_wait_s: float,
+    poll_s: float,
+    log: logging.Logger | Any,
+    states: RunStates | None = None,
+) -> bool:
+    """Wait, as every commit task does, until ``txid`` may commit (txid-1 committed): whether
+    it may now (``True``), or the task should defer to the triggerer (``False``).
+
+    Not ``deferrable``: wait here as long as it takes (polling every ``poll_s``). Deferrable:
+    wait here only when txid-1 is staged (its commit is imminent: a deferral's round trip
+    through the triggerer and the scheduler would be paid per batch of a chain), up to
+    ``inline_wait_s``. Raises :class:`~airflow_trident.errors.BatchStalledError` when txid-1's
+    runs cannot make progress.
+    """
+    committed = steps.store.committed_txid()
+    if committed >= txid - 1:
+        return True
+    if not deferrable:
+        committed = wait_for_commit_order(
+            steps, txid, watch, deadline=None, poll_s=poll_s, log=log, states=states
+        )
+    elif steps.is_staged(txid - 1):
+        deadline = time.monotonic() + inline_wait_s
+        committed = wait_for_commit_order(
+            steps, txid, watch, deadline=deadline, poll_s=INLINE_POLL_S, log=log, states=states
+        )
+    if committed >= txid - 1:
+        return True
+    log.info("txid %d waits for txid %d (committed: %d)", txid, txid - 1, committed)
+    return False

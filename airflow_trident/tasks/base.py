@@ -1,20 +1,23 @@
-"""What the batch tasks (operators and sensors) share: their hook, the txid of a run and the
-deferrable default.
+"""What the batch tasks (operators and sensors) share: their hook, the txid of a run, the
+deferrable default, and a stalled wait failing the task without retry.
 
 The batch lifecycle itself comes from :class:`~airflow_trident.hooks.trident.TridentHook`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from airflow.sdk.configuration import conf
+from airflow.sdk.exceptions import AirflowFailException
 
-from airflow_trident.errors import ConfigurationError
+from airflow_trident.errors import BatchStalledError, ConfigurationError
 from airflow_trident.hooks import config
 from airflow_trident.hooks.trident import TridentHook
 
-__all__ = ["TridentTask", "default_deferrable", "run_id_of", "txid_of"]
+__all__ = ["TridentTask", "default_deferrable", "no_retry_when_stalled", "run_id_of", "txid_of"]
 
 
 class TridentTask:
@@ -86,3 +89,15 @@ def txid_of(context: Any, begin_task_id: str) -> int:
         )
         raise ConfigurationError(msg)
     return int(summary["txid"])
+
+
+@contextmanager
+def no_retry_when_stalled() -> Iterator[None]:
+    """A wait in txid order that found txid-1 unable to progress
+    (:class:`~airflow_trident.errors.BatchStalledError`, :mod:`airflow_trident.batch.order`)
+    fails the task without retrying: its run gives its slot back (the message says which runs
+    to clear)."""
+    try:
+        yield
+    except BatchStalledError as exc:
+        raise AirflowFailException(str(exc)) from exc
