@@ -139,6 +139,10 @@ class BatchSteps:
         """How many recent txids keep their metadata and staging."""
         return self.ctx.keep_txids
 
+    @keep_txids.setter
+    def keep_txids(self, value: int) -> None:
+        self.ctx.keep_txids = value
+
     @property
     def coordinator(self) -> TransactionalCoordinator:
         """The spouts' coordinator."""
