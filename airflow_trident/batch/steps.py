@@ -263,6 +263,18 @@ class BatchSteps:
         """Apply ``staged`` rows of ``txid`` to the states (no compare-and-set)."""
         return self.commits.apply_result(txid, staged, only=only, revert=revert)
 
+    def apply_commit_phase(
+        self,
+        txid: int,
+        new_values: Mapping[str, Partitions],
+        *,
+        revert: bool = True,
+        only: frozenset[str] | None = None,
+    ) -> dict[str, int]:
+        """Apply the states fed by new values (see :meth:`Commit.apply_commit_phase
+        <airflow_trident.batch.commit.Commit.apply_commit_phase>`); rows applied per state."""
+        return self.commits.apply_commit_phase(txid, new_values, revert=revert, only=only)
+
     def archived_batch(self, plan: BatchPlan) -> dict[str, Any]:
         """What replays batch ``plan.txid`` later (kept in the ledger)."""
         return self.commits.archived_batch(plan)
