@@ -172,7 +172,7 @@ def test_session_expiry_in_the_middle_of_a_commit(
     zk_store.commit(1)
     client = connect(zk_config)
     store = CoordinatorStore(client, zk_store.paths)
-    original = store._inner_commit
+    original = store.commits._inner_commit
     expired = []
 
     def expire_then_commit(*args: Any) -> None:
@@ -183,7 +183,7 @@ def test_session_expiry_in_the_middle_of_a_commit(
             killer.stop()  # closing a twin session expires the committer's session
         original(*args)
 
-    store._inner_commit = expire_then_commit  # type: ignore[method-assign]
+    store.commits._inner_commit = expire_then_commit  # type: ignore[method-assign]
     try:
         # When it commits txid 2, Then the retry lands it exactly once
         store.commit(2, token="me")
@@ -199,7 +199,7 @@ def test_session_expiry_in_the_middle_of_a_commit(
 def test_commit_retry_after_landing_is_idempotent(zk_store: CoordinatorStore) -> None:
     zk_store.commit(1, token="me")
     # Re-running the inner step (as kazoo's retry does after a connection loss) is a no-op
-    zk_store._inner_commit(1, "me", {})
+    zk_store.commits._inner_commit(1, "me", {})
     assert zk_store.committed_txid() == 1
 
 
