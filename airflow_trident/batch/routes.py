@@ -195,11 +195,14 @@ def commit_by(
     txid: int,
     *,
     log: logging.Logger | Any = _log,
+    reference: str | None = None,
 ) -> dict[str, Any]:
     """The commit phase of every task that commits (txid-1 committed: see
     :func:`~airflow_trident.batch.order.await_commit_turn`): by the Spark route ``spark()``
     when ``choice`` says so, else in this worker. A committed txid is committed in the worker
-    whatever the mode: the lifecycle's no-op (a cleared or backfilled run)."""
+    whatever the mode: the lifecycle's no-op (a cleared or backfilled run). ``reference``:
+    the topology's ``module:attribute``, which the log of a Spark commit names (default: the
+    topology's name)."""
     if steps.is_committed(txid) or choice.mode == "worker":
         return InWorker().commit(steps, txid)
     if choice.mode == "auto":
@@ -212,5 +215,5 @@ def commit_by(
         if not on_spark:
             return InWorker().commit(steps, txid)
     route = spark()
-    log.info("committing txid %d of %s %s", txid, steps.topology.name, route.where)
+    log.info("committing txid %d of %s %s", txid, reference or steps.topology.name, route.where)
     return route.commit(steps, txid)

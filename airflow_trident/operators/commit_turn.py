@@ -104,7 +104,14 @@ class CommitInTurn:
         """Commit ``txid`` (its turn) by the route, record and log it; the commit summary."""
         summary: dict[str, Any] = emit_committed(
             context,
-            lambda: commit_by(self.commit_route(), self.spark_route, steps, txid, log=self.log),
+            lambda: commit_by(
+                self.commit_route(),
+                self.spark_route,
+                steps,
+                txid,
+                log=self.log,
+                reference=self.topology,
+            ),
             steps.store.runs_of_txid,
             self.log,
         )
