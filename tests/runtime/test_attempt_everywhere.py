@@ -22,10 +22,10 @@ from airflow_trident.batch.status import StatusCollector
 from airflow_trident.batch.steps import BatchSteps
 from airflow_trident.coordination.store import CoordinatorStore
 from airflow_trident.operation import Count, Split
-from airflow_trident.operators import batch as batch_operators
 from airflow_trident.runtime.staging import StagingArea
 from airflow_trident.spout.memory import MemoryTransactionalSpout
 from airflow_trident.state.sql import sql_state
+from airflow_trident.tasks import begin as begin_task
 from airflow_trident.tasks.notes import run_attempt, run_note
 from airflow_trident.topology import TridentTopology
 
@@ -51,7 +51,7 @@ def make_steps(store: CoordinatorStore, tmp_path: Path) -> BatchSteps:
 def begin(steps: BatchSteps, run_id: str, conf: dict[str, Any] | None = None) -> dict[str, Any]:
     """The begin task's step (its log to the ``LOG`` logger), as the DAG's begin task runs it."""
     context = {"dag_run": SimpleNamespace(run_id=run_id, conf=conf or {}, dag_id="attempts")}
-    return batch_operators.begin_batch(context, steps, logging.getLogger(LOG))
+    return begin_task.begin_batch(context, steps, logging.getLogger(LOG))
 
 
 def run_tasks(steps: BatchSteps, run_id: str, conf: dict[str, Any] | None = None
@@ -80,7 +80,7 @@ def begin_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
 def steps(zk_store: CoordinatorStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
           ) -> BatchSteps:  # fmt: skip
     # the begin's own note needs Airflow's metadata database: the listener's is tested here
-    monkeypatch.setattr(batch_operators, "note_begin", lambda context, summary: False)
+    monkeypatch.setattr(begin_task, "note_begin", lambda context, summary: False)
     return make_steps(zk_store, tmp_path)
 
 
