@@ -11,8 +11,8 @@ manager calls this function while Airflow itself is starting.
 >>> sorted(c["connection-type"] for c in info["connection-types"])
 ['trident_state', 'trident_zookeeper']
 >>> sorted(info["config"]["trident"]["options"])
-['connect_session_reuse', 'embedded', 'home', 'inline', 'spark_read_here_bytes',
- 'staging_root', 'state_conn_id']
+['connect_session_reuse', 'embedded', 'home', 'inline', 'spark_jars',
+ 'spark_read_here_bytes', 'staging_root', 'state_conn_id']
 >>> info["cli"], [p["name"] for p in info["plugins"]]
 (['airflow_trident.cli.get_cli_commands'], ['trident_notes', 'trident_drpc', 'trident_status'])
 """
@@ -249,6 +249,19 @@ CONFIG: dict[str, Any] = {
                 "type": "integer",
                 "example": "0",
                 "default": "1048576",
+            },
+            "spark_jars": {
+                "description": (
+                    "Jars every spark-submit of a batch (the process step, a Spark commit) adds "
+                    "to spark.jars, after the DAG's own spark_conf spark.jars: comma-separated "
+                    "paths or URLs the driver can read (spark-submit ships them to the "
+                    "executors), e.g. Spark's Kafka connector and a JDBC driver. A Spark Connect "
+                    "server loads jars of its own at its start (its --jars)."
+                ),
+                "version_added": _ADDED,
+                "type": "string",
+                "example": "/opt/jars/spark-sql-kafka-0-10_2.13-4.2.0.jar,/opt/jars/pg.jar",
+                "default": "",
             },
             "inline": {
                 "description": (

@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
-# Create/refresh the project virtualenv (.venv). Idempotent; a no-change run takes ~1 s.
-# Usage: scripts/bootstrap.sh [browser] [jdbc] [redis]
+# Create/refresh the project virtualenv (.venv) and the JVM jars of jvm/pom.xml (.work/jars,
+# scripts/jars.sh: Spark's Kafka connector and PostgreSQL's JDBC driver, the Kafka broker).
+# Idempotent; a no-change run takes ~1 s.
+# Usage: scripts/bootstrap.sh [browser] [redis]
 #   the words install the Debian packages only some commands need: `browser` (Chromium and its
-#   driver, the browser tests), `jdbc` (PostgreSQL's JDBC driver, the table source on Spark),
-#   `redis` (the Celery cluster test's broker). The main job needs none of them.
+#   driver, the browser tests), `redis` (the Celery cluster test's broker). The main job needs
+#   neither. (`jdbc` is still accepted and does nothing: the JDBC driver is one of the jars.)
 # TRIDENT_NEEDS (space-separated words) adds to them: scripts/env.sh passes it on.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 log() { echo "[bootstrap] $*" >&2; }
 PY=.venv/bin/python
-PYSPARK_VERSION=4.3.0
+PYSPARK_VERSION=4.2.0
 UV_VERSION=0.13.9
 
 apt_install() {
@@ -32,11 +34,10 @@ for need in "$@" ${TRIDENT_NEEDS:-}; do
             if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
                 apt_install chromium chromium-driver
             fi ;;
-        jdbc) # the database table source reads PostgreSQL on Spark through JDBC
-            [ -f /usr/share/java/postgresql.jar ] || apt_install libpostgresql-jdbc-java ;;
+        jdbc) ;; # was Debian's libpostgresql-jdbc-java: now org.postgresql:postgresql (jvm/pom.xml)
         redis) # the Celery cluster test (tests/cluster/test_celery.py) uses Redis as its broker
             command -v redis-server >/dev/null || apt_install redis-server ;;
-        *) log "unknown need '$need' (browser, jdbc, redis)"; exit 2 ;;
+        *) log "unknown need '$need' (browser, redis)"; exit 2 ;;
     esac
 done
 
@@ -87,4 +88,8 @@ if [ "$have" != "$PYSPARK_VERSION" ]; then
     have="$("$PY" -c 'import pyspark; print(pyspark.__version__)')"
     [ "$have" = "$PYSPARK_VERSION" ] || { log "ERROR: pyspark is still $have"; exit 1; }
 fi
+# The JVM jars (docs/jvm.md): resolved from Maven Central once, a no-op after (a stamp of the
+# pom's hash). Maven from Debian if missing; Java 17 is Spark's and the broker's.
+command -v mvn >/dev/null || apt_install maven
+bash scripts/jars.sh spark kafka
 log "ok (pyspark $have)"

@@ -5,7 +5,7 @@
 # Spark repeats of parametrized schedules. Runs them with TRIDENT_LONG=1 (docs/testing.md,
 # "Tiers"). Extra arguments go to pytest. ~20 min on 2 cores.
 set -uo pipefail
-export TRIDENT_NEEDS="${TRIDENT_NEEDS:-} browser jdbc"
+export TRIDENT_NEEDS="${TRIDENT_NEEDS:-} browser"
 # shellcheck source=scripts/env.sh
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 export TRIDENT_LONG=1

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Local ZooKeeper + PostgreSQL 15 for tests and examples; data lives in .work/.
-# Usage: scripts/services.sh {start|stop|status|env} [zookeeper] [postgres]   (all idempotent)
-#   start with names starts only those (the main job needs ZooKeeper only); default: both.
+# Local ZooKeeper + PostgreSQL 15 + a Kafka broker for tests and examples; data lives in .work/.
+# Usage: scripts/services.sh {start|stop|status|env} [zookeeper] [postgres] [kafka]  (idempotent)
+#   with names: only those (the main job needs ZooKeeper only); default: all three.
+#   Ports: TRIDENT_ZK_PORT (2181), TRIDENT_PG_PORT (54329), TRIDENT_KAFKA_PORT (39092) and
+#   TRIDENT_KAFKA_CONTROLLER_PORT (39093). Kafka runs from scripts/jars.sh's jars (docs/jvm.md).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 WORK="$ROOT/.work"
@@ -13,6 +15,14 @@ PG_BIN=/usr/lib/postgresql/15/bin
 PG_DIR="$WORK/postgres"
 PG_DATA="$PG_DIR/data"
 PG_SOCK="$PG_DIR/run"
+KAFKA_PORT="${TRIDENT_KAFKA_PORT:-39092}"
+KAFKA_CONTROLLER_PORT="${TRIDENT_KAFKA_CONTROLLER_PORT:-39093}"
+KAFKA_DIR="$WORK/kafka"
+KAFKA_PID="$KAFKA_DIR/server.pid"
+KAFKA_JARS="${TRIDENT_JARS_DIR:-$WORK/jars}/kafka"
+# A small heap; C1 only (TieredStopAtLevel=1) halves the start (13 -> 6.5 s on a busy 2-core
+# machine) at some peak throughput: a benchmark may set TRIDENT_KAFKA_JAVA_OPTS (docs/jvm.md).
+KAFKA_JAVA_OPTS="${TRIDENT_KAFKA_JAVA_OPTS:--Xmx256m -Xms64m -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:TieredStopAtLevel=1}"
 
 log() { echo "[services] $*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
@@ -178,22 +188,141 @@ pg_status() {
     else echo "postgres: STOPPED"; fi
 }
 
+# ---------------------------------------------------------------- Kafka (KRaft, one node)
+# One JVM is broker and controller (process.roles=broker,controller) in a static quorum of
+# itself, from the jars of `scripts/jars.sh kafka`; replication factor 1 and min ISR 1 for the
+# internal topics, so consumer groups and transactional producers work on one node. Its data
+# directory is formatted once (data/meta.properties), its log is server.log (log4j2.properties).
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+kafka_pid() { # prints our pid if the pid file names a live Kafka broker
+    local pid
+    pid="$(cat "$KAFKA_PID" 2>/dev/null)" || return 1
+    grep -qa kafka.Kafka "/proc/$pid/cmdline" 2>/dev/null && echo "$pid"
+}
+kafka_serving() { # the port is open and our broker logged that it serves (the port opens first)
+    port_open "$KAFKA_PORT" && grep -q "Kafka Server started" "$KAFKA_DIR/server.log" 2>/dev/null
+}
+kafka_java() { # java with the broker's class path, heap and logging
+    # shellcheck disable=SC2086 # KAFKA_JAVA_OPTS: several options
+    java $KAFKA_JAVA_OPTS -Djava.awt.headless=true \
+        -Dlog4j2.configurationFile="file:$KAFKA_DIR/log4j2.properties" -cp "$KAFKA_JARS/*" "$@"
+}
+
+kafka_config() { # rewritten on every start, so a changed TRIDENT_KAFKA_PORT takes effect
+    mkdir -p "$KAFKA_DIR/data"
+    cat >"$KAFKA_DIR/server.properties" <<EOF
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:$KAFKA_CONTROLLER_PORT
+listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$KAFKA_CONTROLLER_PORT
+advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+log.dirs=$KAFKA_DIR/data
+num.partitions=1
+auto.create.topics.enable=false
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=4
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+transaction.state.log.num.partitions=4
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+group.initial.rebalance.delay.ms=0
+log.retention.check.interval.ms=5000
+EOF
+    cat >"$KAFKA_DIR/log4j2.properties" <<EOF
+appender.file.type = File
+appender.file.name = FILE
+appender.file.fileName = $KAFKA_DIR/server.log
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = INFO
+rootLogger.appenderRef.file.ref = FILE
+logger.request.name = kafka.request.logger
+logger.request.level = WARN
+EOF
+}
+
+kafka_start() {
+    mkdir -p "$KAFKA_DIR"
+    exec 7>"$KAFKA_DIR/.start.lock"  # two starts at once: one starts, the other reuses it
+    flock 7
+    if kafka_pid >/dev/null; then
+        grep -qx "listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,.*" "$KAFKA_DIR/server.properties" ||
+            die "our kafka (pid $(kafka_pid)) uses another port; run '$0 stop kafka' first"
+        kafka_serving && { log "kafka: reusing our broker on 127.0.0.1:$KAFKA_PORT"; return; }
+    elif port_open "$KAFKA_PORT"; then
+        log "kafka: reusing the server on 127.0.0.1:$KAFKA_PORT (not started from $KAFKA_DIR)"
+        return
+    else
+        ls "$KAFKA_JARS"/.resolved-* >/dev/null 2>&1 || bash "$ROOT/scripts/jars.sh" kafka
+        port_open "$KAFKA_CONTROLLER_PORT" &&
+            die "port $KAFKA_CONTROLLER_PORT is in use; set TRIDENT_KAFKA_CONTROLLER_PORT"
+        kafka_config
+        if [ ! -f "$KAFKA_DIR/data/meta.properties" ]; then
+            [ -s "$KAFKA_DIR/cluster.id" ] || kafka_java kafka.tools.StorageTool random-uuid \
+                2>/dev/null | tail -n 1 >"$KAFKA_DIR/cluster.id"
+            log "kafka: formatting $KAFKA_DIR/data (cluster id $(cat "$KAFKA_DIR/cluster.id"))"
+            kafka_java kafka.tools.StorageTool format --ignore-formatted \
+                -t "$(cat "$KAFKA_DIR/cluster.id")" -c "$KAFKA_DIR/server.properties" \
+                >"$KAFKA_DIR/format.log" 2>&1 ||
+                { cat "$KAFKA_DIR/format.log" >&2; die "kafka: formatting $KAFKA_DIR/data failed"; }
+        fi
+        : >"$KAFKA_DIR/server.log"
+        log "kafka: starting on 127.0.0.1:$KAFKA_PORT (log: $KAFKA_DIR/server.log)"
+        # setsid: detach from our process group so the broker outlives this script.
+        # shellcheck disable=SC2086 # KAFKA_JAVA_OPTS: several options
+        (close_inherited_fds; cd "$KAFKA_DIR" && exec setsid java $KAFKA_JAVA_OPTS \
+            -Djava.awt.headless=true \
+            -Dlog4j2.configurationFile="file:$KAFKA_DIR/log4j2.properties" \
+            -cp "$KAFKA_JARS/*" kafka.Kafka "$KAFKA_DIR/server.properties") \
+            >"$KAFKA_DIR/stdout.log" 2>&1 </dev/null &
+        echo $! >"$KAFKA_PID"
+    fi
+    for _ in $(seq 240); do
+        kafka_serving && { log "kafka: up (pid $(kafka_pid))"; return; }
+        kafka_pid >/dev/null || break
+        sleep 0.25
+    done
+    tail -n 30 "$KAFKA_DIR/server.log" "$KAFKA_DIR/stdout.log" >&2 || true
+    die "kafka did not start on 127.0.0.1:$KAFKA_PORT (log tails above)"
+}
+
+kafka_stop() {
+    local pid
+    if ! pid="$(kafka_pid)"; then log "kafka: no broker started by us is running"; rm -f "$KAFKA_PID"; return; fi
+    log "kafka: stopping pid $pid"
+    kill "$pid"  # a controlled shutdown
+    for _ in $(seq 120); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
+    kill -0 "$pid" 2>/dev/null && kill -KILL "$pid"
+    rm -f "$KAFKA_PID"
+}
+
+kafka_status() {
+    local pid; pid="$(kafka_pid || echo none)"
+    if port_open "$KAFKA_PORT"; then echo "kafka: RUNNING 127.0.0.1:$KAFKA_PORT (our pid: $pid)"
+    else echo "kafka: STOPPED (127.0.0.1:$KAFKA_PORT closed; our pid: $pid)"; fi
+}
+
 case "${1:-}" in
-    start)
+    start|stop|status)
+        action=$1
         shift
-        [ $# -gt 0 ] || set -- zookeeper postgres
+        [ $# -gt 0 ] || set -- zookeeper postgres kafka
         for service in "$@"; do
             case "$service" in
-                zookeeper) zk_start ;;
-                postgres) pg_start ;;
-                *) die "unknown service '$service' (zookeeper, postgres)" ;;
+                zookeeper) "zk_$action" ;;
+                postgres) "pg_$action" ;;
+                kafka) "kafka_$action" ;;
+                *) die "unknown service '$service' (zookeeper, postgres, kafka)" ;;
             esac
         done ;;
-    stop) zk_stop; pg_stop ;;
-    status) zk_status; pg_status ;;
     env)
         echo "export TRIDENT_ZK_HOSTS=127.0.0.1:$ZK_PORT"
         echo "export TRIDENT_PG_URL=postgresql+psycopg://trident:trident@127.0.0.1:$PG_PORT/trident"
+        echo "export TRIDENT_KAFKA_BOOTSTRAP=127.0.0.1:$KAFKA_PORT"
         ;;
-    *) echo "usage: $0 {start|stop|status|env}" >&2; exit 2 ;;
+    *) echo "usage: $0 {start|stop|status|env} [zookeeper] [postgres] [kafka]" >&2; exit 2 ;;
 esac

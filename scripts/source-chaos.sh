@@ -22,7 +22,6 @@
 # Prints one summary line per schedule (keys different must be 0); exit code 0 when all are
 # exact. Holds /tmp/heavy.lock (Spark).
 set -euo pipefail
-export TRIDENT_NEEDS="${TRIDENT_NEEDS:-} jdbc"
 # shellcheck source=scripts/env.sh
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 exec flock /tmp/heavy.lock .venv/bin/python -m tests.harness.source_chaos --batches 200 "$@"

@@ -4,7 +4,7 @@
 # the tiers (cluster, scheduler, long) have their own commands (.ci/run runs them after it).
 # Extra arguments go to pytest. Runs every step and exits non-zero if any failed.
 set -euo pipefail
-export TRIDENT_NEEDS="${TRIDENT_NEEDS:-} browser jdbc"
+export TRIDENT_NEEDS="${TRIDENT_NEEDS:-} browser"
 # shellcheck source=scripts/env.sh
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 failed=()

@@ -72,6 +72,16 @@ def pg_url() -> str:
     return url
 
 
+@pytest.fixture(scope="session")
+def kafka_bootstrap() -> str:
+    """The shared single Kafka broker's bootstrap servers (``TRIDENT_KAFKA_BOOTSTRAP``),
+    started with ``scripts/services.sh start kafka`` if it does not answer; tests use topics of
+    their own (``tests.harness.kafka.unique_topic``) and never stop it."""
+    from tests.harness.kafka import ensure_broker
+
+    return ensure_broker()
+
+
 @pytest.fixture
 def unique_name() -> str:
     """A fresh valid name (topology, table) so tests never share data."""
@@ -157,8 +167,22 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.fixture(scope="session")
+def connect_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The session-wide Spark Connect server (``local[2]``, the connector jars on its
+    ``spark.jars``), started at first use; tests that end sessions or servers start their own
+    (``tests.harness.connect.running_connect_server``). Clients run in child processes: a
+    Connect session cannot share a process with the classic :func:`spark`."""
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        pytest.skip("Java is not installed: a Spark Connect server needs a JVM")
+    from tests.harness.connect import running_connect_server
+
+    with running_connect_server(tmp_path_factory.mktemp("connect_server")) as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
-    """The session-wide local SparkSession."""
+    """The session-wide local SparkSession, with the ``spark`` jars of ``jvm/pom.xml``."""
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         pytest.skip("Java is not installed: the Spark runtime tests need a JVM")
     pytest.importorskip("pyspark")
@@ -167,8 +191,12 @@ def spark() -> Iterator[Any]:
     os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from airflow_trident.runtime.spark.session import local_session
+    from tests.harness.jars import spark_jars_conf
 
-    session = local_session("local[2]", shuffle_partitions=4, app_name="airflow-trident-tests")
+    # the project's connector jars (Kafka, PostgreSQL JDBC: jvm/pom.xml, docs/jvm.md)
+    session = local_session(
+        "local[2]", shuffle_partitions=4, app_name="airflow-trident-tests", conf=spark_jars_conf()
+    )
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()

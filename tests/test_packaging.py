@@ -70,8 +70,9 @@ def test_the_spark_extra_is_pyspark_with_the_providers_5x_line() -> None:
     # the provider's 6.x line requires pyspark-client, a second owner of pyspark/
     # (docs/installation.md, "Which pyspark"); the spark extra keeps pyspark's own
     assert "pyspark" not in REQUIREMENTS
-    assert "4.3.0" in SPARK_EXTRA["pyspark"].specifier
-    assert "5.0.0" not in SPARK_EXTRA["pyspark"].specifier
+    # 4.2: the newest Spark with connector jars on Maven Central (docs/jvm.md, "The PySpark pin")
+    assert "4.2.0" in SPARK_EXTRA["pyspark"].specifier
+    assert "4.3.0" not in SPARK_EXTRA["pyspark"].specifier
     provider = SPARK_EXTRA["apache-airflow-providers-apache-spark"].specifier
     assert ("5.6.0" in provider, "6.0.0" in provider) == (True, False)
 
@@ -132,7 +133,7 @@ def test_overwritten_pyspark_files_are_refused(monkeypatch: pytest.MonkeyPatch) 
 
     from airflow_trident.runtime.spark.session import check_pyspark_files
 
-    monkeypatch.setattr(pyspark, "__version__", "4.2.0")
+    monkeypatch.setattr(pyspark, "__version__", "4.1.0")
     with pytest.raises(ConfigurationError, match="--force-reinstall --no-deps pyspark=="):
         check_pyspark_files()
 

@@ -31,6 +31,10 @@ Options (declared with types and defaults in ``get_provider_info()["config"]``, 
     reader and handed to Spark as one table; larger batches are read by Spark's tasks in
     parallel. ``0``: always by Spark's tasks. See
     :mod:`~airflow_trident.runtime.spark.driver_read`.
+``spark_jars``
+    Jars every ``spark-submit`` of a batch (process step, Spark commit) adds to
+    ``spark.jars`` after the DAG's own ``spark_conf["spark.jars"]``: comma-separated paths or
+    URLs (Spark's Kafka connector, a JDBC driver...). See :func:`spark_jars`; docs/jvm.md.
 ``inline``
     Whether the Spark runtime may run a per-tuple ``Function``'s ``execute`` or a ``Filter``'s
     ``is_keep`` of the simple form as one comprehension over a batch's columns (``true``,
@@ -63,6 +67,7 @@ __all__ = [
     "embedded_state_url",
     "inline_user_code",
     "setting",
+    "spark_jars",
     "spark_read_here_bytes",
     "staging_root",
     "state_conn_id",
@@ -180,6 +185,20 @@ def spark_read_here_bytes() -> int:
         return int(value)
     msg = f"[{SECTION}] spark_read_here_bytes is {value!r}; hint: a number of bytes, 0 or more"
     raise ConfigurationError(msg)
+
+
+def spark_jars() -> list[str]:
+    """``[trident] spark_jars`` as a list: comma-separated, blanks dropped (default: none).
+
+    >>> import os
+    >>> os.environ["AIRFLOW__TRIDENT__SPARK_JARS"] = "/j/a.jar, /j/b.jar,"
+    >>> spark_jars()
+    ['/j/a.jar', '/j/b.jar']
+    >>> del os.environ["AIRFLOW__TRIDENT__SPARK_JARS"]
+    >>> spark_jars()
+    []
+    """
+    return [part.strip() for part in (setting("spark_jars") or "").split(",") if part.strip()]
 
 
 def _refuse(what: str, option: str, env: str) -> ConfigurationError:

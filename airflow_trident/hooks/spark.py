@@ -47,6 +47,7 @@ from airflow_trident.batch.job_report import clear_job_error, read_job_error
 from airflow_trident.batch.routes import OnSpark
 from airflow_trident.batch.steps import BatchSteps
 from airflow_trident.coordination.client import ZkConfig, security_env
+from airflow_trident.hooks.config import spark_jars
 from airflow_trident.state.sql.factory import STATE_URL_ENV
 
 __all__ = [
@@ -123,13 +124,19 @@ def job_conf(conf: Mapping[str, Any] | None, *, mode: str | None = None) -> dict
     """``conf`` with defaults for the batch's Spark job: the driver's and workers' Python is
     this interpreter, and Spark logs WARN and above (``spark.log.level``; in client deploy
     ``mode``, where the driver is ``spark-submit`` on this worker, also from the JVM's start:
-    :data:`LOG4J2_CONF`), so the task's log leads with the batch's own lines. ``conf`` wins.
+    :data:`LOG4J2_CONF`), so the task's log leads with the batch's own lines. ``conf`` wins;
+    ``spark.jars`` is ``conf``'s jars, then ``[trident] spark_jars``'s.
 
     >>> conf = job_conf({"spark.log.level": "INFO"}, mode="cluster")
     >>> conf["spark.log.level"], "spark.driver.extraJavaOptions" in conf
     ('INFO', False)
     >>> job_conf(None)["spark.driver.extraJavaOptions"]
     '-Dlog4j2.configurationFile=file:.../airflow_trident/batch/log4j2.properties'
+    >>> import os
+    >>> os.environ["AIRFLOW__TRIDENT__SPARK_JARS"] = "/jars/kafka.jar,/jars/pg.jar"
+    >>> job_conf({"spark.jars": "/mine/udf.jar,/jars/pg.jar"})["spark.jars"]
+    '/mine/udf.jar,/jars/pg.jar,/jars/kafka.jar'
+    >>> del os.environ["AIRFLOW__TRIDENT__SPARK_JARS"]
     """
     python = sys.executable
     defaults: dict[str, Any] = {
@@ -139,7 +146,13 @@ def job_conf(conf: Mapping[str, Any] | None, *, mode: str | None = None) -> dict
     }
     if mode != "cluster":  # the file is on this machine, not on a cluster's driver
         defaults["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{LOG4J2_CONF}"
-    return {**defaults, **(conf or {})}
+    merged = {**defaults, **(conf or {})}
+    # [trident] spark_jars: the deployment's jars, after the DAG's own (docs/jvm.md)
+    given = [j.strip() for j in str(merged.get("spark.jars") or "").split(",") if j.strip()]
+    jars = list(dict.fromkeys([*given, *spark_jars()]))
+    if jars:
+        merged["spark.jars"] = ",".join(jars)
+    return merged
 
 
 def durable_submit(hook: Any, requested: bool | None) -> bool:

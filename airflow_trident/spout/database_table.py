@@ -18,7 +18,8 @@ transactional state can skip a replayed txid. ``low`` is the previous txid's ``h
 A batch's range is a :class:`~airflow_trident.spout.ranges.SourceRange` (Spark-native emit):
 in-process (tests, DRPC, rebuild, the local runtime) it is read through SQLAlchemy; on Spark a
 PostgreSQL range is read by the executors in parallel through JDBC (:meth:`TableRange.read_spec`:
-Debian's ``libpostgresql-jdbc-java``, ``/usr/share/java/postgresql.jar``), split into
+the driver ``org.postgresql:postgresql`` on the session's ``spark.jars``, else the spout's
+``jdbc_jar``, by default Debian's ``/usr/share/java/postgresql.jar``), split into
 ``spark_partitions`` Spark partitions of ``order_column``. SQLite ranges are read on the driver.
 
 The column must only grow: a row committed later with a value at or below a partition's
@@ -88,7 +89,9 @@ from airflow_trident.state.base import StateType
 __all__ = ["DatabaseTableSpout", "OpaqueTableSpout", "TableRange", "jdbc_url"]
 
 JDBC_JAR = "/usr/share/java/postgresql.jar"
-"""Debian's PostgreSQL JDBC driver (``libpostgresql-jdbc-java``), for Spark's ``spark.jars``."""
+"""Debian's PostgreSQL JDBC driver (``libpostgresql-jdbc-java``): the spout's default
+``jdbc_jar``, added to a session whose ``spark.jars`` lacks the driver (this project's own
+Sparks get ``org.postgresql:postgresql`` from ``jvm/pom.xml`` on ``spark.jars``; docs/jvm.md)."""
 
 _DIGEST_MOD = 1 << 60
 """A range's digest is the sum of its rows' 60-bit hashes modulo this."""

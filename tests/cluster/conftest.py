@@ -1,4 +1,5 @@
-"""The local cluster of ``scripts/cluster.sh`` for the cluster tests (``-m cluster``).
+"""The local cluster of ``scripts/cluster.sh`` for the cluster tests (``-m cluster``), and a
+3-broker Kafka cluster (:func:`kafka_cluster`).
 
 These tests run only with ``TRIDENT_CLUSTER=1`` (``bash scripts/cluster-test.sh`` sets it): the
 README test command skips them. The session fixture :func:`local_cluster` uses the cluster
@@ -16,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.harness.kafka import PrivateKafkaCluster
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "cluster.sh"
 
@@ -90,3 +93,14 @@ def local_cluster() -> Iterator[LocalCluster]:
     yield cluster
     if started_here:
         cluster_script("stop")
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrivateKafkaCluster]:
+    """Three KRaft brokers on loopback (``tests/harness/kafka.py``), beside the Spark standalone
+    cluster and the ZooKeeper ensemble of ``scripts/cluster.sh``; stopped at the session's end.
+    Tests may kill and restart its nodes (``cluster.node(i).kill()``)."""
+    if os.environ.get("TRIDENT_CLUSTER") != "1":
+        pytest.skip("cluster test: set TRIDENT_CLUSTER=1, or run `bash scripts/cluster-test.sh`")
+    with PrivateKafkaCluster(tmp_path_factory.mktemp("kafka")) as cluster:
+        yield cluster

@@ -1,11 +1,15 @@
 """A local Spark Connect server for tests, benchmarks and demos (``process_mode="connect"``).
 
-The server ships in the pyspark wheel (``pyspark/sbin/start-connect-server.sh``). It runs in the
-foreground of its own process group, bound to loopback, with this interpreter as its Python
-workers' (they import ``airflow_trident`` and the topologies: the project root is on their
-``PYTHONPATH``, for :mod:`tests.harness`'s), logs under the work directory,
-and is warmed up (its first query costs seconds) before it is handed out. Stopping kills the
-process group this helper started, nothing else.
+The server ships in the pyspark wheel: its class (``SparkConnectServer``, in
+``jars/spark-connect_2.13-<version>.jar``) is started with the venv's ``spark-submit``, as
+``sbin/start-connect-server.sh --wait`` does (the pyspark 4.2 wheel has no ``sbin/`` script;
+4.3's has). It runs in the foreground of its own process group, bound to loopback, with this
+interpreter as its Python workers' (they import ``airflow_trident`` and the topologies: the
+project root is on their ``PYTHONPATH``, for :mod:`tests.harness`'s), logs under the work
+directory, loads the project's connector jars (``spark.jars``: the ``spark`` group of
+``jvm/pom.xml``, Kafka and PostgreSQL JDBC; :mod:`tests.harness.jars`), and is warmed up (its
+first query costs seconds) before it is handed out. Stopping kills the process group this
+helper started, nothing else.
 
 Example (starts a JVM: ~10 s)::
 
@@ -26,8 +30,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from tests.harness import with_project_path
+from tests.harness.jars import spark_jars_conf
 
 __all__ = ["running_connect_server"]
+
+_SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 
 _WARM_UP = """
 import sys
@@ -58,9 +65,12 @@ def running_connect_server(
     master: str = "local[2]",
     port: int | None = None,
     conf: dict[str, str] | None = None,
+    jars: bool = True,
     timeout_s: float = 120.0,
 ) -> Iterator[str]:
     """Start a Spark Connect server; yield its ``sc://`` URL; stop it.
+
+    ``jars``: the project's connector jars on its ``spark.jars``, before ``conf``'s own.
 
     Raises
     ------
@@ -71,7 +81,6 @@ def running_connect_server(
 
     port = port or _free_port()
     work_dir.mkdir(parents=True, exist_ok=True)
-    script = Path(pyspark.__file__).parent / "sbin" / "start-connect-server.sh"
     settings = {
         "spark.connect.grpc.binding.address": "127.0.0.1",
         "spark.connect.grpc.binding.port": str(port),
@@ -79,8 +88,11 @@ def running_connect_server(
         "spark.sql.shuffle.partitions": "4",
         "spark.driver.bindAddress": "127.0.0.1",
         **(conf or {}),
+        **(spark_jars_conf((conf or {}).get("spark.jars")) if jars else {}),
     }
-    args = ["bash", str(script), "--wait", "--master", master]
+    submit = Path(sys.executable).parent / "spark-submit"
+    args = [str(submit), "--class", _SERVER_CLASS, "--name", "Spark Connect server"]
+    args += ["--master", master]
     for key, value in settings.items():
         args += ["--conf", f"{key}={value}"]
     env = {
@@ -88,6 +100,8 @@ def running_connect_server(
         "SPARK_LOG_DIR": str(work_dir),
         "SPARK_PID_DIR": str(work_dir),
         "SPARK_LOCAL_IP": "127.0.0.1",
+        "SPARK_HOME": str(Path(pyspark.__file__).parent),
+        "SPARK_CONNECT_MODE": "0",  # the server is classic Spark (start-connect-server.sh's)
         "PYSPARK_PYTHON": sys.executable,
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
     }

@@ -43,15 +43,16 @@ __all__ = ["main"]
 
 @contextlib.contextmanager
 def spark_process() -> Iterator[Any]:
-    """``process(steps, txid)`` on a local Spark session (JDBC driver added)."""
+    """``process(steps, txid)`` on a local Spark session (the JDBC driver on its spark.jars)."""
     from airflow_trident.batch.on_spark import process_on_spark
     from airflow_trident.runtime.spark.session import local_session
-    from airflow_trident.spout.database_table import JDBC_JAR
+    from tests.harness.jars import require_jars, spark_jars_conf
 
-    spark = local_session("local[2]", shuffle_partitions=4, app_name="source-chaos")
+    require_jars("spark")
+    spark = local_session(
+        "local[2]", shuffle_partitions=4, app_name="source-chaos", conf=spark_jars_conf()
+    )
     spark.sparkContext.setLogLevel("ERROR")
-    if os.path.exists(JDBC_JAR):
-        spark.sql(f"ADD JAR {JDBC_JAR}")
     try:
         yield lambda steps, txid: process_on_spark(steps, spark, txid, 0.0)
     finally:

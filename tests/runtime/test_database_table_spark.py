@@ -1,10 +1,9 @@
 """The database table source on Spark: a PostgreSQL range is read by the executors through JDBC
-(Debian's driver jar) in parallel, and a batch processed on Spark counts what the in-process
-runtime counts."""
+(the driver ``org.postgresql:postgresql`` of ``jvm/pom.xml``) in parallel, and a batch processed
+on Spark counts what the in-process runtime counts."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from collections import Counter
@@ -19,9 +18,10 @@ from airflow_trident.batch.steps import BatchSteps
 from airflow_trident.coordination.store import CoordinatorStore
 from airflow_trident.operation import Count
 from airflow_trident.runtime.staging import StagingArea
-from airflow_trident.spout.database_table import JDBC_JAR, DatabaseTableSpout
+from airflow_trident.spout.database_table import DatabaseTableSpout
 from airflow_trident.state.sql import sql_state
 from airflow_trident.topology import TridentTopology
+from tests.harness.jars import jar
 
 pytestmark = pytest.mark.integration
 
@@ -30,10 +30,10 @@ ROWS = [(u, f"w{(u * 7) % 11}") for u in range(300)]
 
 @pytest.fixture
 def jdbc_spark(spark: Any) -> Any:
-    """The shared session with the PostgreSQL JDBC driver added."""
-    if not os.path.exists(JDBC_JAR):
-        pytest.skip(f"{JDBC_JAR} missing: run `bash scripts/bootstrap.sh jdbc`")
-    spark.sql(f"ADD JAR {JDBC_JAR}")
+    """The shared session: the PostgreSQL JDBC driver is on its spark.jars (tests/conftest.py)."""
+    assert spark.sparkContext._jvm.org.apache.spark.util.Utils.classIsLoadable(
+        "org.postgresql.Driver"
+    ), "the session-wide Spark lacks the JDBC driver: run `bash scripts/jars.sh spark`"
     return spark
 
 
@@ -137,8 +137,7 @@ def test_a_session_without_the_jdbc_driver_gets_the_named_jar_or_a_clear_error(
     pg_url: str, events: str, tmp_path: Path
 ) -> None:
     # Given a fresh Spark session started without spark.jars (a process of its own)
-    if not os.path.exists(JDBC_JAR):
-        pytest.skip(f"{JDBC_JAR} missing: run `bash scripts/bootstrap.sh jdbc`")
+    driver = jar("spark", "postgresql")  # org.postgresql:postgresql of jvm/pom.xml
     script = tmp_path / "fresh.py"
     script.write_text(_FRESH_SESSION)
 
@@ -149,8 +148,8 @@ def test_a_session_without_the_jdbc_driver_gets_the_named_jar_or_a_clear_error(
         )  # fmt: skip
         return "\n".join(ln for ln in done.stdout.splitlines() if ln.startswith(("rows", "error")))
 
-    # When a PostgreSQL range is read on Spark: the spout's jar (Debian's) is added by itself
-    assert read("-") == f"rows {len(ROWS)}"
+    # When a PostgreSQL range is read on Spark: the spout's jar is added by itself
+    assert read(driver) == f"rows {len(ROWS)}"
     # And a jar that does not exist is a configuration error naming the fix
     missing = read(str(tmp_path / "nowhere.jar"))
     assert missing.startswith("error ConfigurationError")

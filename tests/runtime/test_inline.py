@@ -39,7 +39,6 @@ from airflow_trident.spout.memory import MemoryTransactionalSpout
 from airflow_trident.topology import TridentTopology
 from airflow_trident.tuple import TridentCollector, TridentTuple
 from tests.harness import with_project_path
-from tests.harness.connect import running_connect_server
 from tests.runtime.test_column_function import arrow_batches_of
 from tests.runtime.test_spark_ops import last_rows, run_both, stream
 
@@ -558,18 +557,17 @@ print(json.dumps({"local": sorted(list(r) for p in local.outputs[remote.stages[-
 
 
 def test_spark_connect_workers_inline_a_function_whose_source_only_the_client_has(
-    tmp_path: Path,
+    connect_url: str,
 ) -> None:
     # Given a function defined in a notebook cell: its source is in the client's linecache
     # only, and Spark Connect's workers get the class by value
     # When the batch runs in process and through a Spark Connect server (a child process: a
     # remote session cannot share this process with the shared classic one)
     env = {k: v for k, v in os.environ.items() if not k.startswith("SPARK_CONNECT")}
-    with running_connect_server(tmp_path / "connect") as url:
-        done = subprocess.run(
-            [sys.executable, "-c", CHILD, url, NOTEBOOK, json.dumps(SOURCES)],
-            env=with_project_path(env), capture_output=True, text=True, timeout=600,
-        )  # fmt: skip
+    done = subprocess.run(  # the session-wide Connect server (tests/conftest.py)
+        [sys.executable, "-c", CHILD, connect_url, NOTEBOOK, json.dumps(SOURCES)],
+        env=with_project_path(env), capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     # Then the workers ran the comprehension, and every tuple is the in-process one

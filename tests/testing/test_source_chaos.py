@@ -14,14 +14,12 @@ and on Spark ``local[2]``. The long run: ``bash scripts/source-chaos.sh --profil
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from airflow_trident.coordination.store import CoordinatorStore
-from airflow_trident.spout.database_table import JDBC_JAR
 from tests.harness.source_chaos_schedule import SourceChaosConfig, run_source_chaos
 
 pytestmark = pytest.mark.integration
@@ -69,8 +67,7 @@ def test_source_chaos_on_spark_is_exact(
 ) -> None:
     from airflow_trident.batch.on_spark import process_on_spark
 
-    if os.path.exists(JDBC_JAR):
-        spark.sql(f"ADD JAR {JDBC_JAR}")
+    # the session-wide Spark has the JDBC driver on its spark.jars (tests/harness/jars.py)
     config = SourceChaosConfig(seed=5, mode=mode, source=source, batches=8)
     report = run_source_chaos(
         config,
@@ -109,8 +106,7 @@ def test_replay_profile_on_spark_is_exact(
 ) -> None:
     from airflow_trident.batch.on_spark import process_on_spark
 
-    if os.path.exists(JDBC_JAR):
-        spark.sql(f"ADD JAR {JDBC_JAR}")
+    # (the session-wide Spark has the JDBC driver on its spark.jars: tests/harness/jars.py)
     # a replay after every commit (half of them into the states); ~1 min on 2 cores
     config = SourceChaosConfig.replay_profile(seed=22, batches=4, replays=1.0, redeploys=0.3)
     report = run_source_chaos(

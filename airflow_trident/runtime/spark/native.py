@@ -22,6 +22,7 @@ once the job ran (:meth:`~airflow_trident.spout.ranges.PartitionRows.records`).
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import uuid
 from collections.abc import Iterator, Sequence
@@ -38,6 +39,8 @@ from airflow_trident.runtime.spark.python_ops import failure_text
 from airflow_trident.spout.ranges import LineParse, PartitionRows, ReadSpec, SourceRange
 
 __all__ = ["ARROW_TYPES", "CORRUPT", "native_partitions", "native_types", "read_range", "read_spec"]
+
+log = logging.getLogger(__name__)
 
 CORRUPT = "_trident_corrupt_record"
 
@@ -253,16 +256,24 @@ def _lines_of_partitions(
 
 def _with_driver(spark: SparkSession, driver: str, jar: str) -> None:
     """Add ``jar`` to the session when it cannot load the JDBC ``driver`` class (the user's
-    ``spark.jars`` may have it already); a missing jar is a ``ConfigurationError``."""
-    if not _remote(spark):  # classic: ask the driver JVM (Spark Connect: add the jar)
+    ``spark.jars`` may have it already); a missing jar is a ``ConfigurationError``.
+
+    A Spark Connect client cannot ask the server's JVM: it adds the jar when the file is here
+    (a server on this machine), else relies on the server's own ``spark.jars`` (its ``--jars``
+    at start), whose lack Spark reports as "No suitable driver"."""
+    if not _remote(spark):  # classic: ask the driver JVM
         jvm = spark.sparkContext._jvm
         if jvm is not None and jvm.org.apache.spark.util.Utils.classIsLoadable(driver):
             return
+    elif not os.path.isfile(jar):
+        log.info("JDBC driver jar %s is not here: the Connect server's spark.jars has it?", jar)
+        return
     if not os.path.isfile(jar):
         msg = (
             f"the Spark session cannot load the JDBC driver {driver} and its jar {jar} does not "
-            f"exist; hint: install it (Debian: apt-get install libpostgresql-jdbc-java, see "
-            f"scripts/bootstrap.sh), give the spout jdbc_jar=<path>, or set spark.jars"
+            f"exist; hint: put the driver on the session's spark.jars (Maven Central: "
+            f"org.postgresql:postgresql, see docs/jvm.md), give the spout jdbc_jar=<path>, or "
+            f"install Debian's libpostgresql-jdbc-java"
         )
         raise ConfigurationError(msg)
     spark.sql(f"ADD JAR '{jar}'")

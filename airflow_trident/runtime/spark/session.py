@@ -193,7 +193,9 @@ def remote_session(url: str, *, share: str | None = None) -> Iterator[SparkSessi
         its end.
 
     Example: ``with remote_session("sc://127.0.0.1:15002") as spark: spark.range(3).count()``
-    (needs a running server, ``pyspark/sbin/start-connect-server.sh``; docs/howto/operators.md).
+    (needs a running server: ``spark-submit --class org.apache.spark.sql.connect.service.
+    SparkConnectServer``, or a Spark distribution's ``sbin/start-connect-server.sh``;
+    docs/howto/operators.md).
     """
     # pyspark marks the whole process as a Connect client (SPARK_CONNECT_MODE_ENABLED, ...): a
     # spark-submit started later by the same worker process (a Spark commit, under `airflow dags
