@@ -1,7 +1,10 @@
-"""Shared fixtures: real ZooKeeper and PostgreSQL started by ``scripts/services.sh``.
+"""Shared fixtures: real ZooKeeper, PostgreSQL and a Kafka broker started by
+``scripts/services.sh``; the session-wide Spark and Spark Connect server with the connector
+jars of ``jvm/pom.xml`` (docs/jvm.md).
 
 Integration tests read ``TRIDENT_ZK_HOSTS`` and ``TRIDENT_PG_URL`` (``scripts/test.sh`` exports
-both); without them they are skipped with a message saying how to start the services.
+both); without them they are skipped with a message saying how to start the services. The
+Kafka tests' :func:`kafka_bootstrap` starts the broker itself when it does not answer.
 
 The project root goes on ``PYTHONPATH`` first thing: tests ship topologies of
 :mod:`tests.harness` by reference (``tests.harness.topologies:e2e_word_count``) to processes that
