@@ -30,7 +30,7 @@ from airflow_trident.coordination.memory import MemoryCoordinatorStore
 from airflow_trident.errors import SpoutEmitError
 from airflow_trident.operation import Count
 from airflow_trident.runtime.staging import StagingArea
-from airflow_trident.spout.database_table import JDBC_JAR, DatabaseTableSpout
+from airflow_trident.spout.database_table import DatabaseTableSpout
 from airflow_trident.state.sql import sql_state
 from airflow_trident.topology import TridentTopology
 
@@ -162,8 +162,7 @@ def test_an_opaque_replay_after_an_update_and_a_delete_counts_the_rows_as_they_a
 def on_spark(spark: Any) -> Process:
     from airflow_trident.batch.on_spark import process_on_spark
 
-    if JDBC_JAR and Path(JDBC_JAR).exists():
-        spark.sql(f"ADD JAR {JDBC_JAR}")
+    # the session-wide Spark has the JDBC driver on its spark.jars (tests/harness/jars.py)
 
     def process(steps: BatchSteps, txid: int) -> Any:
         return process_on_spark(steps, spark, txid, 0.0)
