@@ -40,8 +40,10 @@ __all__ = [
     "ConnectionResolver",
     "database_url",
     "declare",
+    "declare_kafka",
     "declared",
     "install_resolver",
+    "kafka_config",
     "receive",
     "resolved",
     "shipment",
@@ -159,12 +161,53 @@ def storage_options(conn_id: str) -> dict[str, str]:
     return dict(_lookup(conn_id, "storage_options"))
 
 
+_KAFKA: set[str] = set()
+
+
+def declare_kafka(conn_id: str) -> str:
+    """:func:`declare` for a Kafka connection (an Airflow ``kafka`` connection: librdkafka
+    settings in its extra), which :func:`resolved` ships as its settings."""
+    declare(conn_id)
+    with _LOCK:
+        _KAFKA.add(conn_id)
+    return conn_id
+
+
+def kafka_config(conn_id: str) -> dict[str, str]:
+    """The librdkafka settings of Kafka connection ``conn_id`` (SASL/SSL secrets: never log
+    them), from the task's shipment or the resolver's ``kafka_config``.
+
+    Raises
+    ------
+    ConfigurationError
+        If neither has it.
+    """
+    shipped = _shipped().get(conn_id)
+    if shipped is not None and "kafka_config" in shipped:
+        return dict(shipped["kafka_config"])
+    resolve = getattr(_RESOLVER, "kafka_config", None)
+    if not callable(resolve):
+        msg = (
+            f"Kafka connection {conn_id!r} cannot be resolved in this process: the task did "
+            f"not ship it ({CONNECTIONS_ENV}) and the installed resolver reads no Kafka "
+            f"connections; hint: run the topology from an Airflow task or the airflow-trident "
+            f"CLI, or give the spout config= instead of kafka_config_id"
+        )
+        raise ConfigurationError(msg)
+    return {str(k): str(v) for k, v in resolve(conn_id).items()}
+
+
 def resolved(conn_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
     """Each connection resolved as what a Spark job needs (its URL, or its storage options
     when it has no database URL), for :data:`CONNECTIONS_ENV`."""
     out: dict[str, dict[str, Any]] = {}
     for conn_id in sorted(set(conn_ids)):
         entry: dict[str, Any] = {}
+        with _LOCK:
+            is_kafka = conn_id in _KAFKA
+        if is_kafka:
+            out[conn_id] = {"kafka_config": kafka_config(conn_id)}
+            continue
         try:
             entry["url"] = database_url(conn_id)
         except ConfigurationError:

@@ -36,6 +36,7 @@ from pyspark.sql import types as T
 
 from airflow_trident.errors import ConfigurationError, MalformedRecordError, TridentError
 from airflow_trident.runtime.spark.python_ops import failure_text
+from airflow_trident.spout.kafka_records import KafkaReadSpec
 from airflow_trident.spout.ranges import LineParse, PartitionRows, ReadSpec, SourceRange
 
 __all__ = ["ARROW_TYPES", "CORRUPT", "native_partitions", "native_types", "read_range", "read_spec"]
@@ -52,6 +53,10 @@ def _ddl(schema: Sequence[tuple[str, str]]) -> str:
 def read_spec(spark: SparkSession, spec: ReadSpec, where: str = "") -> DataFrame:
     """The DataFrame of ``spec``: its fields, typed, from exactly its files."""
     names = [name for name, _ in spec.schema]
+    if isinstance(spec, KafkaReadSpec):  # a Kafka offset range (spout.kafka)
+        from airflow_trident.runtime.spark.kafka_read import read_kafka
+
+        return read_kafka(spark, spec)
     if spec.format == "jdbc":  # a database range (spout.database_table): the options say which
         if spec.driver is not None:
             _with_driver(spark, *spec.driver)
@@ -81,6 +86,7 @@ ARROW_TYPES: dict[str, Any] = {  # a read spec's kind of field: its Arrow type
     "double": pa.float64(),
     "boolean": pa.bool_(),
     "null": pa.null(),
+    "binary": pa.binary(),
 }
 
 
@@ -91,6 +97,7 @@ _SQL_TYPES: dict[str, T.DataType] = {
     "double": T.DoubleType(),
     "boolean": T.BooleanType(),
     "null": T.NullType(),
+    "binary": T.BinaryType(),
 }
 
 

@@ -1,0 +1,238 @@
+"""Records of a Kafka topic partition: how a consumed record becomes a tuple (one parser, run
+in this process and on Spark's executors, so both runtimes emit the same values), and
+:class:`KafkaRange`, the ``[first, next)`` offsets of one partition as a source range.
+
+A raw record is ``(key, value, topic, partition, offset, timestamp_ms, headers)``: key and
+value as bytes (or ``None``), headers as ``[(name, bytes or None), ...]`` -- what
+confluent-kafka's ``Message`` gives in process and what Spark's ``format("kafka")`` gives
+(``unix_millis(timestamp)``). :class:`KafkaRecordParser` makes it the spout's tuple:
+
+* ``value_format="str"`` / ``"bytes"``: the tuple is ``(key, value, topic, partition, offset,
+  timestamp, headers)``; ``"str"`` decodes key and value as UTF-8 (invalid bytes shown as
+  ``\\xNN``, the same on both runtimes); ``"bytes"`` keeps them as bytes;
+* ``value_format="json"`` / ``"csv"``: the value is one JSON object / one CSV line, decoded by
+  the file log's record rules (:func:`~airflow_trident.spout.file_records.parse_record`: typed
+  fields, ``rescue``); the tuple is ``(key, *fields[, _rescued_data], topic, partition,
+  offset, timestamp, headers)``. A malformed value fails the batch naming topic, partition and
+  offset, or is dropped when the spout dead-lettered it while planning the batch.
+
+``headers`` is a JSON text: ``[[name, value], ...]`` in the record's order, values decoded as
+UTF-8 as above (``null`` for a header without value), ``null`` for a record without headers.
+
+>>> p = KafkaRecordParser("json", (("n", "bigint"),), False, False)
+>>> p.fields
+('key', 'n', 'topic', 'partition', 'offset', 'timestamp', 'headers')
+>>> p.parse((b"k", b'{"n": 3}', "t", 0, 7, 1000, [("h", b"v")]))
+('k', 3, 't', 0, 7, 1000, '[["h", "v"]]')
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from airflow_trident.errors import MalformedRecordError
+from airflow_trident.spout.file_records import RESCUED, parse_record
+from airflow_trident.spout.ranges import ReadSpec
+
+__all__ = [
+    "META_FIELDS",
+    "RAW_FIELDS",
+    "VALUE_FORMATS",
+    "KafkaRange",
+    "KafkaReadSpec",
+    "KafkaRecordParser",
+    "RawRecord",
+    "text",
+]
+
+Row = tuple[Any, ...]
+RawRecord = tuple[Any, ...]
+"""``(key, value, topic, partition, offset, timestamp_ms, headers)``"""
+
+VALUE_FORMATS = ("str", "bytes", "json", "csv")
+META_FIELDS = ("topic", "partition", "offset", "timestamp", "headers")
+RAW_FIELDS = ("key", "value", *META_FIELDS)
+_META_TYPES = (("topic", "string"), ("partition", "int"), ("offset", "bigint"),
+               ("timestamp", "bigint"), ("headers", "string"))  # fmt: skip
+
+
+def text(data: bytes | bytearray | memoryview | str | None) -> str | None:
+    """Bytes as UTF-8 text, an invalid byte as ``\\xNN`` (deterministic on every runtime)."""
+    if data is None or isinstance(data, str):
+        return data
+    return bytes(data).decode("utf-8", "backslashreplace")
+
+
+def _headers(headers: Any) -> str | None:
+    if not headers:
+        return None
+    pairs = headers.items() if isinstance(headers, Mapping) else headers
+    return json.dumps([[str(name), text(value)] for name, value in pairs])
+
+
+@dataclass(frozen=True)
+class KafkaRecordParser:
+    """Makes a raw record the spout's tuple (see the module docs); picklable, so Spark's
+    executors run it as this process does. ``drop``: a malformed value gives ``None`` (it was
+    dead-lettered when the batch was planned) instead of failing; ``where`` names the batch in
+    errors."""
+
+    value_format: str
+    schema: tuple[tuple[str, str], ...] = ()
+    rescue: bool = False
+    drop: bool = False
+    where: str = ""
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        """The tuple's field names."""
+        return tuple(name for name, _ in self.out_schema)
+
+    @functools.cached_property
+    def out_schema(self) -> tuple[tuple[str, str], ...]:
+        """The tuple's fields with their types (a read spec's kinds)."""
+        if self.value_format in ("str", "bytes"):
+            kind = "string" if self.value_format == "str" else "binary"
+            return (("key", kind), ("value", kind), *_META_TYPES)
+        rescued = ((RESCUED, "string"),) if self.rescue else ()
+        return (("key", "string"), *self.schema, *rescued, *_META_TYPES)
+
+    def decode(self, raw: RawRecord) -> Row:
+        """The tuple of ``raw``; ``ValueError`` when its value is malformed."""
+        key, value, topic, partition, offset, timestamp, headers = raw
+        meta = (topic, int(partition), int(offset), None if timestamp is None else int(timestamp),
+                _headers(headers))  # fmt: skip
+        if self.value_format == "bytes":
+            return (None if key is None else bytes(key), None if value is None else bytes(value),
+                    *meta)  # fmt: skip
+        if self.value_format == "str":
+            return (text(key), text(value), *meta)
+        if value is None:
+            raise ValueError("no value (a tombstone)")
+        line = bytes(value).decode("utf-8")  # strict: invalid UTF-8 is malformed
+        stripped = line.strip()
+        if not stripped:
+            raise ValueError("an empty value")
+        fields = parse_record(stripped if self.value_format == "json" else line.rstrip("\r\n"),
+                              self.value_format, self.schema, self.rescue)  # fmt: skip
+        return (text(key), *fields, *meta)
+
+    def parse(self, raw: RawRecord) -> Row | None:
+        """The tuple of ``raw``, ``None`` for a malformed one with ``drop``; else a malformed
+        value raises :class:`MalformedRecordError` naming topic, partition and offset."""
+        try:
+            return self.decode(raw)
+        except ValueError as exc:
+            if self.drop:
+                return None
+            value = text(raw[1]) or ""
+            msg = (
+                f"{self.where}: malformed record at topic {raw[2]!r} partition {raw[3]} offset "
+                f"{raw[4]}: {exc}: {value[:200]!r}; the batch fails and nothing is committed. "
+                f"Hint: give the spout a dead_letter location, or rescue=True"
+            )
+            raise MalformedRecordError(msg) from None
+
+
+@dataclass(frozen=True)
+class KafkaReadSpec(ReadSpec):
+    """How Spark reads a :class:`KafkaRange`: ``spark.read.format("kafka")`` with
+    ``options`` (the range's offsets, the connection's ``kafka.*`` settings), then ``parser``
+    on the executors (:mod:`airflow_trident.runtime.spark.kafka_read`)."""
+
+    parser: KafkaRecordParser | None = None
+
+
+@dataclass
+class KafkaRange:
+    """Offsets ``[first, next)`` of one topic partition, as a
+    :class:`~airflow_trident.spout.ranges.SourceRange`: what lies there under the spout's
+    isolation level (``read_committed``: no aborted record, no transaction marker; a compacted
+    topic: what compaction kept). ``records``: the count when the batch was planned by reading
+    it (dead letters), else ``None`` (counted by the job that reads it)."""
+
+    topic: str
+    partition: int
+    first: int
+    next: int
+    parser: KafkaRecordParser
+    config: Mapping[str, str]
+    spark_options: Mapping[str, str]
+    records: int | None = None
+    timeout_s: float = 30.0
+    _rows: list[Row] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def where(self) -> str:
+        return self.parser.where
+
+    @property
+    def counted(self) -> bool:
+        return self.records is not None
+
+    @property
+    def count(self) -> int:
+        if self.records is not None:
+            return self.records
+        return len(self._read())
+
+    def _read(self) -> list[Row]:
+        if self._rows is None:
+            from airflow_trident.spout.kafka_client import read_range
+
+            raws = read_range(self.config, self.topic, self.partition, self.first, self.next,
+                              self.timeout_s, self.where)  # fmt: skip
+            rows = [self.parser.parse(raw) for raw in raws]
+            self._rows = [r for r in rows if r is not None]
+        return self._rows
+
+    def rows(self) -> Iterator[Row]:
+        return iter(self._read())
+
+    def read_spec(self) -> ReadSpec:
+        options = {
+            **self.spark_options,
+            "assign": json.dumps({self.topic: [self.partition]}),
+            "startingOffsets": json.dumps({self.topic: {str(self.partition): self.first}}),
+            "endingOffsets": json.dumps({self.topic: {str(self.partition): self.next}}),
+        }
+        drop = "drop" if self.parser.drop else "fail"
+        return KafkaReadSpec("kafka", (), self.parser.out_schema, drop, options,
+                             parser=self.parser)  # fmt: skip
+
+
+def spark_options(config: Mapping[str, str], isolation: str) -> dict[str, str]:
+    """Spark's Kafka source options for a librdkafka ``config``: ``kafka.``-prefixed Java
+    client settings (the names both clients share; SASL's username and password become the
+    Java client's JAAS line), ``includeHeaders``, the isolation level and
+    ``failOnDataLoss=true`` (a range is planned within what the broker holds).
+
+    >>> sorted(spark_options({"bootstrap.servers": "b:9092"}, "read_committed").items())[:2]
+    [('failOnDataLoss', 'true'), ('includeHeaders', 'true')]
+    """
+    shared = ("bootstrap.servers", "security.protocol", "client.id",
+              "ssl.endpoint.identification.algorithm")  # fmt: skip
+    out = {f"kafka.{k}": str(v) for k, v in config.items() if k in shared}
+    mechanism = config.get("sasl.mechanism") or config.get("sasl.mechanisms")
+    if mechanism:
+        out["kafka.sasl.mechanism"] = str(mechanism)
+    if config.get("sasl.username") is not None:
+        module = ("org.apache.kafka.common.security.plain.PlainLoginModule"
+                  if str(mechanism or "PLAIN").upper() == "PLAIN"
+                  else "org.apache.kafka.common.security.scram.ScramLoginModule")  # fmt: skip
+        user = json.dumps(str(config["sasl.username"]))
+        password = json.dumps(str(config.get("sasl.password", "")))
+        out["kafka.sasl.jaas.config"] = f"{module} required username={user} password={password};"
+    out.update({"includeHeaders": "true", "kafka.isolation.level": isolation,
+                "failOnDataLoss": "true"})  # fmt: skip
+    return out
+
+
+def parsed(parser: KafkaRecordParser, raws: Sequence[RawRecord]) -> list[Row]:
+    """The tuples of ``raws`` (malformed dropped or raised as the parser says)."""
+    rows = [parser.parse(raw) for raw in raws]
+    return [r for r in rows if r is not None]

@@ -1,0 +1,256 @@
+"""The Kafka spouts in process against the real single broker (``scripts/services.sh start
+kafka``): a transactional replay re-reads exactly its offsets, an opaque batch re-emitted
+differs and still counts once, partitions added mid-stream are picked up, aborted transactions
+are never emitted, retention is refused (transactional) or skipped and recorded (opaque),
+malformed records go to dead letters."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_trident.batch.steps import BatchSteps
+from airflow_trident.coordination.memory import MemoryCoordinatorStore
+from airflow_trident.errors import ConfigurationError, MalformedRecordError, SpoutEmitError
+from airflow_trident.operation import Count
+from airflow_trident.spout.kafka import KafkaSpout, OpaqueKafkaSpout
+from airflow_trident.state.memory import memory_state
+from airflow_trident.topology import TridentTopology
+from tests.harness.kafka import create_topic, unique_topic
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def topic(kafka_bootstrap: str) -> Iterator[str]:
+    name = unique_topic("ks")
+    create_topic(kafka_bootstrap, name, partitions=2)
+    yield name
+    from confluent_kafka.admin import AdminClient
+
+    AdminClient({"bootstrap.servers": kafka_bootstrap}).delete_topics([name])
+
+
+def produce(bootstrap: str, topic: str, words: list[str], partition: int | None = None) -> None:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i, word in enumerate(words):
+        part = i % 2 if partition is None else partition
+        producer.produce(topic, key=word, value=json.dumps({"w": word}), partition=part)
+    producer.flush(30)
+
+
+def word_count(spout: Any, name: str, kind: str = "transactional") -> BatchSteps:
+    t = TridentTopology(name)
+    t.new_stream("events", spout).group_by(["w"]).persistent_aggregate(
+        memory_state(name, kind), Count(), ["n"], name="counts"
+    )
+    return BatchSteps(t, MemoryCoordinatorStore(t.name), None)
+
+
+def counts(steps: BatchSteps, words: list[str]) -> dict[str, Any]:
+    values = steps.query_state("counts").multi_get([(w,) for w in words])
+    return {w: v for w, v in zip(words, values, strict=True) if v is not None}
+
+
+def emitted(steps: BatchSteps, txid: int) -> dict[str, list[tuple[Any, ...]]]:
+    return {p: list(rows) for p, rows in steps.emit(steps.plan(txid))["events"].items()}
+
+
+def spout(cls: Any, bootstrap: str, topic: str, **kw: Any) -> Any:
+    return cls(topic, config={"bootstrap.servers": bootstrap}, value_format="json",
+               fields=["w"], timeout_s=10.0, **kw)  # fmt: skip
+
+
+def test_a_transactional_replay_re_reads_exactly_its_offsets(
+    kafka_bootstrap: str, topic: str
+) -> None:
+    # Given 8 records over two partitions, at most 3 offsets a partition a batch
+    produce(kafka_bootstrap, topic, ["a", "b", "a", "b", "a", "b", "c", "d"])
+    steps = word_count(spout(KafkaSpout, kafka_bootstrap, topic, max_offsets_per_partition=3),
+                       f"k_{topic}")  # fmt: skip
+    # When two batches run
+    first, second = steps.run_batch(), steps.run_batch()
+    # Then they take 3 + 1 offsets of each partition, and every record counts once
+    assert (first.records_in, second.records_in) == (6, 2)
+    assert counts(steps, ["a", "b", "c", "d"]) == {"a": 3, "b": 3, "c": 1, "d": 1}
+    assert steps.is_ready() is False
+    # When txid 1 is emitted again after more records arrived: the very same tuples
+    before = emitted(steps, 1)
+    produce(kafka_bootstrap, topic, ["e", "f"])
+    assert steps.is_ready() is True
+    assert emitted(steps, 1) == before
+    assert sorted(before) == [f"{topic}:0", f"{topic}:1"]
+    assert [r[-3] for r in before[f"{topic}:0"]] == [0, 1, 2]  # offsets [0, 3)
+    # And its replay changes nothing; the next batch takes the new records
+    steps.replay(1)
+    assert steps.run_batch().records_in == 2
+    assert counts(steps, ["a", "e", "f"]) == {"a": 3, "e": 1, "f": 1}
+
+
+def test_an_opaque_batch_re_emitted_differs_and_counts_once(
+    kafka_bootstrap: str, topic: str
+) -> None:
+    # Given an opaque spout and 4 records
+    produce(kafka_bootstrap, topic, ["a", "b", "a", "b"])
+    steps = word_count(spout(OpaqueKafkaSpout, kafka_bootstrap, topic), f"ko_{topic}", "opaque")
+    txid = int(steps.begin(None)["txid"])
+    first = emitted(steps, txid)
+    # When more records arrive before the batch commits, its re-emit takes them too
+    produce(kafka_bootstrap, topic, ["c", "a"])
+    again = emitted(steps, txid)
+    assert sum(map(len, first.values())) == 4
+    assert sum(map(len, again.values())) == 6
+    # Then the batch (re-emitted once more when it runs) counts each record once
+    assert steps.run_batch().records_in == 6
+    assert counts(steps, ["a", "b", "c"]) == {"a": 3, "b": 2, "c": 1}
+    assert steps.is_ready() is False
+
+
+def test_partitions_added_mid_stream_are_read_from_their_earliest_offset(
+    kafka_bootstrap: str, topic: str
+) -> None:
+    from confluent_kafka.admin import AdminClient, NewPartitions  # type: ignore[attr-defined]
+
+    # Given a spout started at the latest offsets: what is there before is not read
+    produce(kafka_bootstrap, topic, ["old", "old"])
+    steps = word_count(spout(KafkaSpout, kafka_bootstrap, topic, start="latest"), f"kp_{topic}")
+    assert steps.run_batch().records_in == 0
+    produce(kafka_bootstrap, topic, ["x", "y"])
+    # When the topic grows a third partition and records land in it before the next batch
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    admin.create_partitions([NewPartitions(topic, 3)])[topic].result(30)
+    _wait_partitions(admin, topic, 3)
+    produce(kafka_bootstrap, topic, ["z", "z"], partition=2)
+    # Then the next batch reads partition 2 from its first record (nothing is missed)
+    assert steps.run_batch().records_in == 4
+    assert counts(steps, ["old", "x", "y", "z"]) == {"x": 1, "y": 1, "z": 2}
+
+
+def _wait_partitions(admin: Any, topic: str, n: int) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        parts = admin.list_topics(topic, timeout=10).topics[topic].partitions
+        if len(parts) == n and all(p.leader >= 0 for p in parts.values()):
+            return
+        time.sleep(0.2)
+    raise TimeoutError(topic)
+
+
+def test_aborted_transactions_are_never_emitted_and_ranges_are_offsets(
+    kafka_bootstrap: str, topic: str
+) -> None:
+    from confluent_kafka import Producer
+
+    # Given a transactional producer: committed, aborted, committed
+    producer = Producer({"bootstrap.servers": kafka_bootstrap, "transactional.id": topic})
+    producer.init_transactions(30)
+    for word, abort in (("kept", False), ("aborted", True), ("also", False)):
+        producer.begin_transaction()
+        for partition in (0, 1):
+            producer.produce(topic, value=json.dumps({"w": word}), partition=partition)
+        if abort:
+            producer.flush(30)
+            producer.abort_transaction(30)
+        else:
+            producer.commit_transaction(30)
+    _wait_stable(kafka_bootstrap, topic, 6)
+    steps = word_count(spout(KafkaSpout, kafka_bootstrap, topic), f"ka_{topic}")
+    # When a batch runs under read_committed (the default)
+    report = steps.run_batch()
+    # Then only the committed records are emitted, though the range spans 6 offsets each
+    assert report.records_in == 4
+    assert counts(steps, ["kept", "aborted", "also"]) == {"kept": 2, "also": 2}
+    rows = emitted(steps, report.txid)[f"{topic}:0"]
+    assert [r[-3] for r in rows] == [0, 4]  # markers at 1, 3, 5; the aborted record at 2
+
+
+def _wait_stable(bootstrap: str, topic: str, end: int) -> None:
+    from airflow_trident.spout.kafka_client import consumer, watermarks
+
+    reader = consumer({"bootstrap.servers": bootstrap})
+    try:
+        deadline = time.monotonic() + 30
+        while watermarks(reader, topic, [0, 1], 10) != {0: (0, end), 1: (0, end)}:
+            assert time.monotonic() < deadline, watermarks(reader, topic, [0, 1], 10)
+            time.sleep(0.2)
+    finally:
+        reader.close()
+
+
+def _delete_before(bootstrap: str, topic: str, partition: int, offset: int) -> None:
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.delete_records([TopicPartition(topic, partition, offset)])
+    for future in futures.values():
+        future.result(30)
+
+
+def test_retention_refuses_a_transactional_replay_and_opaque_skips_and_records(
+    kafka_bootstrap: str, topic: str
+) -> None:
+    produce(kafka_bootstrap, topic, ["a", "b", "a", "b"])
+    steps = word_count(spout(KafkaSpout, kafka_bootstrap, topic), f"kr_{topic}")
+    assert steps.run_batch().records_in == 4
+    # When the records of partition 0 are deleted (as retention does) and txid 1 is re-emitted
+    _delete_before(kafka_bootstrap, topic, 0, 2)
+    # Then the transactional replay is refused, naming topic, partition and offsets
+    with pytest.raises(SpoutEmitError, match=rf"topic '{topic}' partition 0 offsets \[0, 2\)"):
+        emitted(steps, 1)
+    # And an opaque spout behind the deletion skips what is gone and records the loss
+    opaque = OpaqueKafkaSpout(topic, config={"bootstrap.servers": kafka_bootstrap},
+                              value_format="json", fields=["w"], timeout_s=10.0)  # fmt: skip
+    produce(kafka_bootstrap, topic, ["c", "d"])
+    from airflow_trident.attempt import TransactionAttempt
+    from airflow_trident.spout.base import ListCollector
+
+    emitter = opaque.get_opaque_emitter()
+    meta = opaque.get_partitions_for_batch()
+    emitter.get_ordered_partitions(meta)
+    collector = ListCollector()
+    last = {"topic": topic, "partition": 0, "first": 0, "next": 1}
+    found = emitter.emit_partition_batch(TransactionAttempt(2, 1), collector, f"{topic}:0", last)
+    assert found["lost"] == [1, 2]
+    assert (found["first"], found["next"]) == (2, 3)
+    assert [r[1] for r in collector.tuples] == ["c"]
+
+
+def test_malformed_records_go_to_dead_letters_or_fail_the_batch(
+    kafka_bootstrap: str, topic: str, tmp_path: Path
+) -> None:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    for value in ('{"w": "a"}', "not json", '{"w": 3}', '{"w": "b"}'):
+        producer.produce(topic, value=value, partition=0)
+    producer.flush(30)
+    # Without a dead-letter location the batch fails naming the offset
+    failing = word_count(spout(KafkaSpout, kafka_bootstrap, topic), f"km_{topic}")
+    with pytest.raises(MalformedRecordError, match=rf"topic '{topic}' partition 0 offset 1"):
+        failing.run_batch()
+    # With one, the good records count and the bad ones are written there
+    letters = tmp_path / "dead"
+    steps = word_count(spout(KafkaSpout, kafka_bootstrap, topic, dead_letter=letters),
+                       f"kd_{topic}")  # fmt: skip
+    assert steps.run_batch().records_in == 2
+    assert counts(steps, ["a", "b"]) == {"a": 1, "b": 1}
+    [written] = (letters / topic / "0").glob("txid=*.jsonl")
+    dead = [json.loads(line) for line in written.read_text().splitlines()]
+    assert [(d["offset"], d["record"]) for d in dead] == [(1, "not json"), (2, '{"w": 3}')]
+
+
+def test_configuration_is_checked_when_the_spout_is_made() -> None:
+    with pytest.raises(ConfigurationError, match="kafka_config_id"):
+        KafkaSpout("t")
+    with pytest.raises(ConfigurationError, match="fields"):
+        KafkaSpout("t", config={"bootstrap.servers": "b:1"}, value_format="json")
+    spout_ = KafkaSpout("t", kafka_config_id="events_kafka")
+    assert "events_kafka" in repr(spout_)
