@@ -1,0 +1,146 @@
+"""The Kafka spouts on Spark (local[2], the session-wide fixture, the connector on its
+``spark.jars``) against the real single broker: Spark's ``format("kafka")`` read of a batch's
+ranges gives every field of every record the in-process consumer gives (a transactional
+producer's committed records only, headers, a record without key or value, invalid UTF-8), and
+a word count processed on Spark equals the in-process one, replays included."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+
+from airflow_trident.batch.steps import BatchSteps
+from airflow_trident.coordination.memory import MemoryCoordinatorStore
+from airflow_trident.errors import MalformedRecordError
+from airflow_trident.operation import Count
+from airflow_trident.runtime.staging import StagingArea
+from airflow_trident.spout.kafka import KafkaSpout, OpaqueKafkaSpout
+from airflow_trident.state.memory import memory_state
+from airflow_trident.topology import TridentTopology
+from tests.harness.kafka import create_topic, unique_topic
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def topic(kafka_bootstrap: str) -> str:
+    """Two partitions: a committed transaction, an aborted one, a committed one with a record
+    without key and value and one whose value is not UTF-8 nor JSON; headers on most."""
+    from confluent_kafka import Producer
+
+    name = unique_topic("kss")
+    create_topic(kafka_bootstrap, name, partitions=2)
+    producer = Producer({"bootstrap.servers": kafka_bootstrap, "transactional.id": name})
+    producer.init_transactions(30)
+    for batch in range(3):
+        producer.begin_transaction()
+        for i in range(6):
+            headers: list[tuple[str, str | bytes | None]] = [
+                ("batch", str(batch).encode()),
+                ("raw", bytes([0, 255, i])),
+                ("none", None),
+            ]
+            value = json.dumps({"w": f"w{i % 3}", "n": i})
+            producer.produce(name, key=f"k{batch}.{i}", value=value, partition=i % 2,
+                             headers=headers)  # fmt: skip
+        if batch == 1:
+            producer.flush(30)
+            producer.abort_transaction(30)
+            continue
+        if batch == 2:
+            producer.produce(name, partition=1)  # no key, no value, no headers
+            producer.produce(name, key=b"\xff", value=b"\xfe not json", partition=0)
+        producer.commit_transaction(30)
+    return name
+
+
+def _spout(cls: Any, bootstrap: str, topic: str, value_format: str, **kw: Any) -> Any:
+    extra: dict[str, Any] = {}
+    if value_format in ("json", "csv"):
+        extra = {"fields": ["w", "n"], "types": {"n": "bigint"}, "rescue": True}
+    return cls(topic, config={"bootstrap.servers": bootstrap}, value_format=value_format,
+               timeout_s=15.0, **extra, **kw)  # fmt: skip
+
+
+def _steps(
+    spout: Any, name: str, kind: str = "transactional", staging: Path | None = None
+) -> BatchSteps:
+    t = TridentTopology(name)
+    t.new_stream("events", spout).group_by(["key"]).persistent_aggregate(
+        memory_state(name, kind), Count(), ["n_records"], name="counts"
+    )
+    area = None if staging is None else StagingArea(str(staging), t.name)
+    return BatchSteps(t, MemoryCoordinatorStore(t.name), area)
+
+
+@pytest.mark.parametrize("value_format", ["str", "bytes", "json"])
+def test_spark_reads_every_field_of_every_record_as_the_consumer(
+    spark: Any, kafka_bootstrap: str, topic: str, value_format: str
+) -> None:
+    from airflow_trident.runtime.spark.native import native_partitions
+
+    spout = _spout(KafkaSpout, kafka_bootstrap, topic, value_format)
+    steps = _steps(spout, f"kdiff_{value_format}_{topic}")
+    txid = int(steps.begin(None)["txid"])
+    parts = sorted(steps.emit(steps.plan(txid))["events"].items())
+    if value_format == "json":  # the record whose value is no JSON fails the batch alike
+        with pytest.raises(MalformedRecordError, match="offset 14"):
+            [list(rows) for _, rows in parts]
+        return
+    # When the batch's ranges are read in process and by Spark
+    local = [row for _, rows in parts for row in rows]
+    frame = native_partitions(spark, cast(Any, parts), "pid")
+    fields = spout.output_fields
+    on_spark = [tuple(r[f] for f in fields) for r in frame.collect()]
+    on_spark = [tuple(bytes(v) if isinstance(v, bytearray) else v for v in r) for r in on_spark]
+    # Then every field of every record is the same (committed records only: 2 x 6 + 2)
+    assert len(local) == 14
+    assert sorted(on_spark, key=lambda r: (r[3], r[4])) == sorted(local, key=lambda r: (r[3], r[4]))
+    bare = [r for r in local if r[0] is None]
+    assert [(r[1], r[3], r[6]) for r in bare] == [(None, 1, None)]
+    raw = json.loads(next(r for r in local if r[0] in ("k0.3", b"k0.3"))[6])
+    assert raw == [["batch", "0"], ["raw", "\x00\\xff\x03"], ["none", None]]
+
+
+def test_a_word_count_on_spark_equals_the_in_process_one_and_replays_exactly(
+    spark: Any, kafka_bootstrap: str, topic: str, tmp_path: Path
+) -> None:
+    from airflow_trident.batch.spark_job import process_on_spark
+
+    results = {}
+    for side in ("local", "spark"):
+        spout = _spout(KafkaSpout, kafka_bootstrap, topic, "str", max_offsets_per_partition=5)
+        steps = _steps(spout, f"kwc_{side}_{topic}", staging=tmp_path / side)
+        for _ in range(4):
+            txid = int(steps.begin(None)["txid"])
+            if side == "local":
+                steps.process_local(txid)
+            else:
+                process_on_spark(steps, spark, txid, 0.0)
+            steps.commit(txid)
+            steps.success(txid)
+        # a replay of a committed txid changes nothing
+        steps.replay(2)
+        keys = [f"k{b}.{i}" for b in range(3) for i in range(6)] + ["\\xff"]
+        results[side] = steps.query_state("counts").multi_get([(k,) for k in keys])
+    assert results["spark"] == results["local"]
+    assert sum(v for v in results["local"] if v is not None) == 13  # the keyless one: None key
+
+
+def test_an_opaque_batch_on_spark_counts_each_record_once(
+    spark: Any, kafka_bootstrap: str, topic: str, tmp_path: Path
+) -> None:
+    from airflow_trident.batch.spark_job import process_on_spark
+
+    spout = _spout(OpaqueKafkaSpout, kafka_bootstrap, topic, "str", max_offsets=8)
+    steps = _steps(spout, f"kop_{topic}", "opaque", tmp_path)
+    for _ in range(4):
+        txid = int(steps.begin(None)["txid"])
+        process_on_spark(steps, spark, txid, 0.0)
+        steps.commit(txid)
+        steps.success(txid)
+    keys = [f"k{b}.{i}" for b in (0, 2) for i in range(6)] + ["\\xff"]
+    assert steps.query_state("counts").multi_get([(k,) for k in keys]) == [1] * 13

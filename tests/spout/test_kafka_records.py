@@ -1,0 +1,70 @@
+"""The Kafka record parser alone (no broker, no JVM): the tuple of a raw record per
+``value_format``, malformed values, and the Spark side's ``mapInArrow`` function over a batch
+shaped like the connector's rows, which gives the in-process parser's tuples."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from airflow_trident.errors import MalformedRecordError
+from airflow_trident.spout.kafka_records import KafkaRecordParser, spark_options
+
+RAW = (b"k\xff", b'{"n": 1, "x": true}', "t", 0, 5, 10, [("h", b"\x00\xff"), ("e", None)])
+BARE = (None, None, "t", 1, 6, 11, None)
+
+
+def test_each_value_format_gives_its_tuple() -> None:
+    headers = '[["h", "\\u0000\\\\xff"], ["e", null]]'
+    assert KafkaRecordParser("str").parse(RAW) == (
+        "k\\xff", '{"n": 1, "x": true}', "t", 0, 5, 10, headers)  # fmt: skip
+    assert KafkaRecordParser("bytes").parse(BARE) == (None, None, "t", 1, 6, 11, None)
+    rescuing = KafkaRecordParser("json", (("n", "bigint"),), rescue=True)
+    assert rescuing.parse(RAW) == ("k\\xff", 1, '{"x": true}', "t", 0, 5, 10, headers)
+    csv = KafkaRecordParser("csv", (("a", "string"), ("n", "int")))
+    assert csv.parse((None, b"x,2\r\n", "t", 0, 1, 2, None)) == (None, "x", 2, "t", 0, 1, 2, None)
+
+
+@pytest.mark.parametrize("value", [None, b"", b"\xfe{}", b"[1]", b'{"n": "one"}'])
+def test_a_malformed_value_fails_naming_its_offset_or_is_dropped(value: bytes | None) -> None:
+    raw = (None, value, "t", 3, 42, 0, None)
+    with pytest.raises(MalformedRecordError, match="topic 't' partition 3 offset 42"):
+        KafkaRecordParser("json", (("n", "bigint"),), where="txid 1").parse(raw)
+    assert KafkaRecordParser("json", (("n", "bigint"),), drop=True).parse(raw) is None
+
+
+@pytest.mark.parametrize("value_format", ["str", "bytes", "json"])
+def test_the_spark_side_parses_the_connectors_rows_as_in_process(value_format: str) -> None:
+    from airflow_trident.runtime.spark.kafka_read import _Parse
+
+    schema = (("n", "bigint"),) if value_format == "json" else ()
+    parser = KafkaRecordParser(value_format, schema, rescue=value_format == "json", drop=True)
+    header = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+    raws = [RAW, BARE]
+    batch = pa.RecordBatch.from_arrays(
+        [pa.array([r[0] for r in raws], pa.binary()), pa.array([r[1] for r in raws], pa.binary()),
+         pa.array([r[2] for r in raws]), pa.array([r[3] for r in raws], pa.int32()),
+         pa.array([r[4] for r in raws], pa.int64()), pa.array([r[5] for r in raws], pa.int64()),
+         pa.array([None if not r[6] else [{"key": k, "value": v} for k, v in r[6]]
+                   for r in raws], header)],
+        names=["key", "value", "topic", "partition", "offset", "ts", "headers"],
+    )  # fmt: skip
+    [out] = list(_Parse(parser)(iter([batch])))
+    expected = [row for row in map(parser.parse, raws) if row is not None]
+    assert [tuple(r.values()) for r in out.to_pylist()] == expected
+
+
+def test_spark_options_carry_the_shared_settings_and_sasl_as_jaas() -> None:
+    options = spark_options(
+        {"bootstrap.servers": "b:9093", "security.protocol": "SASL_SSL", "sasl.mechanism":
+         "SCRAM-SHA-512", "sasl.username": "u", "sasl.password": "p\"w", "linger.ms": "5"},
+        "read_committed",
+    )  # fmt: skip
+    assert options["kafka.bootstrap.servers"] == "b:9093"
+    assert options["kafka.sasl.mechanism"] == "SCRAM-SHA-512"
+    assert options["kafka.sasl.jaas.config"] == (
+        'org.apache.kafka.common.security.scram.ScramLoginModule required username="u" '
+        'password="p\\"w";'
+    )
+    assert "kafka.linger.ms" not in options
+    assert options["kafka.isolation.level"] == "read_committed"
