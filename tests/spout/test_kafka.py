@@ -254,3 +254,59 @@ def test_configuration_is_checked_when_the_spout_is_made() -> None:
         KafkaSpout("t", config={"bootstrap.servers": "b:1"}, value_format="json")
     spout_ = KafkaSpout("t", kafka_config_id="events_kafka")
     assert "events_kafka" in repr(spout_)
+
+
+def test_a_pattern_picks_up_topics_created_later_and_start_by_timestamp(
+    kafka_bootstrap: str,
+) -> None:
+    prefix = unique_topic("kpat")
+    create_topic(kafka_bootstrap, f"{prefix}_a", partitions=1)
+    produce(kafka_bootstrap, f"{prefix}_a", ["early"], partition=0)
+    time.sleep(0.05)
+    cut = int(time.time() * 1000)
+    time.sleep(0.05)
+    produce(kafka_bootstrap, f"{prefix}_a", ["late"], partition=0)
+    config = {"bootstrap.servers": kafka_bootstrap}
+    kafka_spout = KafkaSpout(pattern=rf"{prefix}_.*", config=config, value_format="json",
+                             fields=["w"], start=cut, timeout_s=10.0)  # fmt: skip
+    steps = word_count(kafka_spout, f"kt_{prefix}")
+    # The first batch starts at the first record at or after the timestamp
+    assert steps.run_batch().records_in == 1
+    # A topic matching the pattern created later is read from its earliest offset
+    create_topic(kafka_bootstrap, f"{prefix}_b", partitions=1)
+    produce(kafka_bootstrap, f"{prefix}_b", ["b1", "b2"], partition=0)
+    assert steps.run_batch().records_in == 2
+    assert counts(steps, ["early", "late", "b1", "b2"]) == {"late": 1, "b1": 1, "b2": 1}
+
+
+def test_a_broker_that_does_not_answer_makes_the_spout_wait_and_say_why() -> None:
+    kafka_spout = KafkaSpout("t", config={"bootstrap.servers": "127.0.0.1:1"}, timeout_s=1.0)
+    assert kafka_spout.is_ready(1) is False
+    assert kafka_spout.waiting is not None
+    assert "127.0.0.1:1 did not answer" in kafka_spout.waiting
+
+
+def test_a_kafka_connection_resolves_at_run_time_and_ships_as_its_settings() -> None:
+    from airflow_trident import connections
+
+    class Resolver:
+        def database_url(self, conn_id: str) -> str:
+            raise AssertionError(conn_id)
+
+        def storage_options(self, conn_id: str) -> dict[str, str]:
+            raise AssertionError(conn_id)
+
+        def kafka_config(self, conn_id: str) -> dict[str, str]:
+            return {"bootstrap.servers": "b:9092", "sasl.password": "secret"}
+
+    kafka_spout = KafkaSpout("t", kafka_config_id="events_kafka_test")
+    connections.install_resolver(Resolver())
+    try:
+        assert kafka_spout.config()["bootstrap.servers"] == "b:9092"
+        shipped = json.loads(connections.shipment() or "{}")
+        assert shipped["events_kafka_test"] == {
+            "kafka_config": {"bootstrap.servers": "b:9092", "sasl.password": "secret"}
+        }
+        assert "secret" not in repr(kafka_spout)
+    finally:
+        connections.install_resolver(None)
