@@ -108,7 +108,7 @@ def test_spark_reads_every_field_of_every_record_as_the_consumer(
 def test_a_word_count_on_spark_equals_the_in_process_one_and_replays_exactly(
     spark: Any, kafka_bootstrap: str, topic: str, tmp_path: Path
 ) -> None:
-    from airflow_trident.batch.spark_job import process_on_spark
+    from airflow_trident.batch.on_spark import process_on_spark
 
     results = {}
     for side in ("local", "spark"):
@@ -133,7 +133,7 @@ def test_a_word_count_on_spark_equals_the_in_process_one_and_replays_exactly(
 def test_an_opaque_batch_on_spark_counts_each_record_once(
     spark: Any, kafka_bootstrap: str, topic: str, tmp_path: Path
 ) -> None:
-    from airflow_trident.batch.spark_job import process_on_spark
+    from airflow_trident.batch.on_spark import process_on_spark
 
     spout = _spout(OpaqueKafkaSpout, kafka_bootstrap, topic, "str", max_offsets=8)
     steps = _steps(spout, f"kop_{topic}", "opaque", tmp_path)
