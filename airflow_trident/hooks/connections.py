@@ -7,6 +7,7 @@ PostgreSQL's host, port, login, password, ``schema`` as the database and the lib
 (``sslmode``, ``sslrootcert``, ..., ``options``), with the ``psycopg`` driver. Where
 ``apache-airflow-providers-postgres`` is installed a ``postgres`` connection is read by its
 ``PostgresHook.sqlalchemy_url`` instead (its extras, ``sqlalchemy_query`` and IAM tokens).
+A ``kafka`` connection (the Kafka provider's) gives its extra's librdkafka settings.
 Any other connection gives object-store options (delta-rs ``storage_options``): an ``aws``
 connection's login/password as the access key, its extras ``region_name`` and
 ``endpoint_url``; otherwise the connection's extra ``storage_options`` (a JSON object).
@@ -67,6 +68,36 @@ class AirflowConnections:
             raise ConfigurationError(msg)
         options.update({str(k): str(v) for k, v in given.items()})
         return options
+
+
+    def kafka_config(self, conn_id: str) -> dict[str, str]:
+        """The librdkafka settings of Kafka connection ``conn_id``: its extra, as the Kafka
+        provider's hooks read it (``bootstrap.servers``, ``security.protocol``, ``sasl.*``,
+        ``ssl.*``...). Secrets among them are never logged.
+
+        Raises
+        ------
+        ConfigurationError
+            If the extra is not a JSON object with ``bootstrap.servers``, or names a callback
+            (a Python callable cannot travel to a Spark job).
+        """
+        conn = _connection(conn_id)
+        extra: Any = conn.extra_dejson
+        if not isinstance(extra, dict) or not extra.get("bootstrap.servers"):
+            msg = (
+                f"Kafka connection {conn_id!r} has no bootstrap.servers in its extra; hint: a "
+                f"`kafka` connection's extra is a JSON object of librdkafka settings, e.g. "
+                f'{{"bootstrap.servers": "broker:9092"}}'
+            )
+            raise ConfigurationError(msg)
+        callbacks = sorted(k for k in extra if k.endswith("_cb"))
+        if callbacks:
+            msg = (
+                f"Kafka connection {conn_id!r} names callbacks ({', '.join(callbacks)}), which "
+                f"a batch cannot use (it may run in a Spark job); hint: use SASL/SSL settings"
+            )
+            raise ConfigurationError(msg)
+        return {str(k): str(v) for k, v in extra.items()}
 
 
 def _connection(conn_id: str) -> Any:

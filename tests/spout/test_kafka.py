@@ -310,3 +310,47 @@ def test_a_kafka_connection_resolves_at_run_time_and_ships_as_its_settings() -> 
         assert "secret" not in repr(kafka_spout)
     finally:
         connections.install_resolver(None)
+
+
+def test_an_airflow_kafka_connection_is_read_when_the_batch_runs(
+    kafka_bootstrap: str, topic: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from airflow_trident import connections
+    from airflow_trident.hooks.connections import install
+
+    # Given an Airflow `kafka` connection (the Kafka provider's form: settings in its extra)
+    extra = {"bootstrap.servers": kafka_bootstrap, "client.id": "trident-test"}
+    monkeypatch.setenv("AIRFLOW_CONN_EVENTS_KAFKA", json.dumps({"conn_type": "kafka",
+                                                                 "extra": extra}))  # fmt: skip
+    produce(kafka_bootstrap, topic, ["a", "b", "a"])
+    # When a spout made with only its id (a DAG file parse: no lookup) runs a batch in a task
+    connections.install_resolver(None)
+    kafka_spout = KafkaSpout(topic, kafka_config_id="events_kafka", value_format="json",
+                             fields=["w"], timeout_s=10.0)  # fmt: skip
+    assert "events_kafka" in repr(kafka_spout)
+    install()
+    try:
+        steps = word_count(kafka_spout, f"kc_{topic}")
+        steps.run_batch()
+        # Then it read the topic through the connection
+        assert counts(steps, ["a", "b"]) == {"a": 2, "b": 1}
+        shipped = json.loads(connections.shipment() or "{}")
+        assert shipped["events_kafka"] == {"kafka_config": extra}
+    finally:
+        connections.install_resolver(None)
+
+
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [({}, "no bootstrap.servers"),
+     ({"bootstrap.servers": "b:9092", "oauth_cb": "pkg.mod.token"}, "names callbacks")],
+)  # fmt: skip
+def test_a_kafka_connection_without_servers_or_with_callbacks_is_refused(
+    monkeypatch: pytest.MonkeyPatch, extra: dict[str, str], says: str
+) -> None:
+    from airflow_trident.hooks.connections import AirflowConnections
+
+    monkeypatch.setenv("AIRFLOW_CONN_BAD_KAFKA", json.dumps({"conn_type": "kafka",
+                                                             "extra": extra}))  # fmt: skip
+    with pytest.raises(ConfigurationError, match=says):
+        AirflowConnections().kafka_config("bad_kafka")
