@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ def test_dagbag_has_no_import_errors() -> None:
     assert sorted(bag.dag_ids) == [
         "trident_file_word_count",
         "trident_global_count",
+        "trident_kafka_word_count",
         "trident_opaque_count",
         "trident_user_scores",
         "trident_word_count",
@@ -117,3 +119,28 @@ def test_parsing_the_dag_registers_the_committed_asset_before_any_commit(layout:
     # Then the topology's committed asset is among them
     asset = committed_asset("word_count")
     assert (asset.name, asset.uri) in found
+
+
+def test_the_kafka_dag_runs_each_batch_in_one_task_reading_its_topic(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from airflow.dag_processing.dagbag import DagBag
+
+    from airflow_trident.spout.kafka import KafkaSpout
+
+    # Given the Kafka example DAG, parsed with a topic named in the environment
+    monkeypatch.setenv("TRIDENT_KAFKA_TOPIC", "demo_sentences")
+    monkeypatch.delitem(sys.modules, "airflow_trident.examples.kafka", raising=False)
+    bag = DagBag(dag_folder=str(DAGS / "trident_kafka_word_count.py"))
+    assert bag.import_errors == {}
+    dag = bag.dags["trident_kafka_word_count"]
+    # Then each batch is one task (the express layout on Spark Connect)
+    assert [t.task_id for t in dag.topological_sort()] == ["batch.run"]
+    assert dag.max_active_runs == 3
+    # And its topology reads that topic through the Airflow kafka connection trident_kafka
+    from airflow_trident.examples.kafka import kafka_word_count
+
+    (spout,) = [n.spout for n in kafka_word_count.nodes.values() if n.kind == "spout"]
+    assert isinstance(spout, KafkaSpout)
+    assert (spout.topics, spout.kafka_config_id) == (("demo_sentences",), "trident_kafka")
+    assert spout.output_fields[:2] == ("key", "sentence")
