@@ -28,6 +28,7 @@ UTF-8 as above (``null`` for a header without value), ``null`` for a record with
 
 from __future__ import annotations
 
+import csv
 import functools
 import json
 from collections.abc import Iterator, Mapping, Sequence
@@ -102,7 +103,8 @@ class KafkaRecordParser:
         return (("key", "string"), *self.schema, *rescued, *_META_TYPES)
 
     def decode(self, raw: RawRecord) -> Row:
-        """The tuple of ``raw``; ``ValueError`` when its value is malformed."""
+        """The tuple of ``raw``; ``ValueError`` when its value is malformed (a CSV value
+        with an unquoted line break, a JSON value nested too deeply for the parser too)."""
         key, value, topic, partition, offset, timestamp, headers = raw
         meta = (topic, int(partition), int(offset), None if timestamp is None else int(timestamp),
                 _headers(headers))  # fmt: skip
@@ -117,8 +119,13 @@ class KafkaRecordParser:
         stripped = line.strip()
         if not stripped:
             raise ValueError("an empty value")
-        fields = parse_record(stripped if self.value_format == "json" else line.rstrip("\r\n"),
-                              self.value_format, self.schema, self.rescue)  # fmt: skip
+        try:
+            fields = parse_record(stripped if self.value_format == "json" else line.rstrip("\r\n"),
+                                  self.value_format, self.schema, self.rescue)  # fmt: skip
+        except csv.Error as exc:  # a line break in an unquoted CSV cell (no file line has one)
+            raise ValueError(str(exc)) from None
+        except RecursionError:
+            raise ValueError("nested too deeply") from None
         return (text(key), *fields, *meta)
 
     def parse(self, raw: RawRecord) -> Row | None:

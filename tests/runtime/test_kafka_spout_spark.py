@@ -16,6 +16,7 @@ from airflow_trident.batch.steps import BatchSteps
 from airflow_trident.coordination.memory import MemoryCoordinatorStore
 from airflow_trident.errors import MalformedRecordError
 from airflow_trident.operation import Count
+from airflow_trident.runtime.local import LocalBatchProcessor
 from airflow_trident.runtime.staging import StagingArea
 from airflow_trident.spout.kafka import KafkaSpout, OpaqueKafkaSpout
 from airflow_trident.state.memory import memory_state
@@ -85,10 +86,13 @@ def test_spark_reads_every_field_of_every_record_as_the_consumer(
     spout = _spout(KafkaSpout, kafka_bootstrap, topic, value_format)
     steps = _steps(spout, f"kdiff_{value_format}_{topic}")
     txid = int(steps.begin(None)["txid"])
-    parts = sorted(steps.emit(steps.plan(txid))["events"].items())
-    if value_format == "json":  # the record whose value is no JSON fails the batch alike
-        with pytest.raises(MalformedRecordError, match="offset 14"):
-            [list(rows) for _, rows in parts]
+    sources = steps.emit(steps.plan(txid))
+    parts = sorted(sources["events"].items())
+    if value_format == "json":  # partition 0's record whose value is no UTF-8 fails the batch
+        local, on_spark = _errors(spark, steps, txid, sources)
+        assert on_spark == local
+        assert f"topic {topic!r} partition 0 offset" in local
+        assert "\\\\xfe not json" in local  # (repr of the value as text: \\xfe)
         return
     # When the batch's ranges are read in process and by Spark
     local = [row for _, rows in parts for row in rows]
@@ -144,3 +148,60 @@ def test_an_opaque_batch_on_spark_counts_each_record_once(
         steps.success(txid)
     keys = [f"k{b}.{i}" for b in (0, 2) for i in range(6)] + ["\\xff"]
     assert steps.query_state("counts").multi_get([(k,) for k in keys]) == [1] * 13
+
+
+def _errors(spark: Any, steps: BatchSteps, txid: int, sources: Any) -> tuple[str, str]:
+    """The malformed-record errors of batch ``txid`` (emitted as ``sources``) processed in
+    process and on Spark."""
+    from airflow_trident.runtime.spark import SparkBatchProcessor
+
+    with pytest.raises(MalformedRecordError) as local:
+        LocalBatchProcessor(steps.topology).process(txid, sources)
+    with (
+        SparkBatchProcessor(steps.topology).process(spark, txid, sources) as result,
+        pytest.raises(MalformedRecordError) as on_spark,
+    ):
+        result.collect("counts")
+    return str(local.value), str(on_spark.value)
+
+
+GOOD = {"json": b'{"w": "a", "n": 1}', "csv": b"a,1"}
+BAD = [
+    ("json", None),  # a tombstone
+    ("json", b"\xfe{}"),  # no UTF-8
+    ("json", b"  "),
+    ("json", b"oops"),
+    ("json", b"[1]"),
+    ("json", b'{"w": 1, "n": 2}'),  # a type other than the field's (no rescue)
+    ("csv", b"a"),  # another number of cells
+    ("csv", b"a\nb,1"),  # a line break in an unquoted cell
+    ("csv", b"a,x"),
+]
+
+
+@pytest.mark.parametrize(("value_format", "bad"), BAD, ids=[f"{f}-{b!r}" for f, b in BAD])
+def test_spark_fails_a_batch_naming_the_first_malformed_record_as_in_process(
+    spark: Any, kafka_bootstrap: str, value_format: str, bad: bytes | None
+) -> None:
+    from confluent_kafka import Producer
+
+    # Given partition 0 with 3 records then a malformed one, and partition 1 starting with one
+    # (its task fails at once, likely before partition 0's: not the first in process)
+    name = unique_topic(f"kbad_{value_format}")
+    create_topic(kafka_bootstrap, name, partitions=2)
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    good = GOOD[value_format]
+    for partition, values in ((1, [bad, good]), (0, [good, good, good, bad])):
+        for value in values:
+            producer.produce(name, key=b"k", value=value, partition=partition)
+    producer.flush(30)
+    config = {"bootstrap.servers": kafka_bootstrap}
+    spout = KafkaSpout(name, config=config, timeout_s=15.0, value_format=value_format,
+                       fields=["w", "n"], types={"n": "bigint"})  # fmt: skip
+    steps = _steps(spout, f"kbad_{value_format}_{name}")
+    txid = int(steps.begin(None)["txid"])
+    sources = steps.emit(steps.plan(txid))
+    # When the batch runs in process and on Spark: the same error, naming partition 0's record
+    local, on_spark = _errors(spark, steps, txid, sources)
+    assert on_spark == local
+    assert f"topic {name!r} partition 0 offset 3:" in local

@@ -33,6 +33,43 @@ def test_a_malformed_value_fails_naming_its_offset_or_is_dropped(value: bytes | 
     assert KafkaRecordParser("json", (("n", "bigint"),), drop=True).parse(raw) is None
 
 
+@pytest.mark.parametrize("value", [b"a\nb,1", b"a,x", b"a", b"\xfea,1", b" "])
+def test_a_malformed_csv_value_fails_naming_its_offset_a_line_break_too(value: bytes) -> None:
+    # (csv.reader raises csv.Error, not ValueError, for a line break in an unquoted cell)
+    parser = KafkaRecordParser("csv", (("s", "string"), ("n", "int")), where="txid 1")
+    with pytest.raises(MalformedRecordError, match="topic 't' partition 0 offset 7"):
+        parser.parse((None, value, "t", 0, 7, 0, None))
+    assert parser.parse((None, b'"a\nb",1', "t", 0, 8, 0, None))[1:3] == ("a\nb", 1)
+
+
+def test_the_spark_side_reports_the_malformed_records_with_the_in_process_error() -> None:
+    from airflow_trident.runtime.spark.kafka_read import _Parse
+
+    parser = KafkaRecordParser("json", (("n", "bigint"),), where="txid 1")
+    raws = [(None, b'{"n": 1}', "t", 0, 3, 0, None), (None, b"oops", "t", 0, 4, 0, None),
+            (None, None, "t", 0, 5, 0, None)]  # fmt: skip
+    [out] = list(_Parse(parser, report=True)(iter([_connector_batch(raws)])))
+    errors = []
+    for raw in raws[1:]:
+        with pytest.raises(MalformedRecordError) as caught:
+            parser.parse(raw)
+        errors.append(str(caught.value))
+    assert out.to_pylist() == [{"offset": 4, "error": errors[0]}, {"offset": 5, "error": errors[1]}]
+
+
+def _connector_batch(raws: list[tuple[object, ...]]) -> pa.RecordBatch:
+    """``raws`` as the connector's rows (``kafka_read``'s selection of them)."""
+    header = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+    return pa.RecordBatch.from_arrays(
+        [pa.array([r[0] for r in raws], pa.binary()), pa.array([r[1] for r in raws], pa.binary()),
+         pa.array([r[2] for r in raws]), pa.array([r[3] for r in raws], pa.int32()),
+         pa.array([r[4] for r in raws], pa.int64()), pa.array([r[5] for r in raws], pa.int64()),
+         pa.array([None if not r[6] else [{"key": k, "value": v} for k, v in r[6]]
+                   for r in raws], header)],
+        names=["key", "value", "topic", "partition", "offset", "ts", "headers"],
+    )  # fmt: skip
+
+
 @pytest.mark.parametrize("value_format", ["str", "bytes", "json"])
 def test_the_spark_side_parses_the_connectors_rows_as_in_process(value_format: str) -> None:
     from airflow_trident.runtime.spark.kafka_read import _Parse

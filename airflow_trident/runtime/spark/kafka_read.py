@@ -3,6 +3,12 @@
 ``endingOffsets``, ``includeHeaders`` and the spout's isolation level, then the spout's own
 record parser on the executors (``mapInArrow``), so both runtimes emit the same tuples.
 
+A malformed record fails the job with the in-process error. Tasks read partitions in
+parallel, so the task that fails first may hold a later partition's record than the one the
+in-process read (partition by partition, in offset order) names: :func:`first_malformed`
+reads the batch's ranges again, keeping only their malformed records, and gives the first
+in the in-process order, which the driver raises instead (a second job, only when a batch fails).
+
 The connector jar (``org.apache.spark:spark-sql-kafka-0-10``) is on the session's
 ``spark.jars`` (docs/jvm.md). The options hold the connection's ``kafka.*`` settings (SASL's
 JAAS line among them): they go to the reader, never to a log.
@@ -10,18 +16,20 @@ JAAS line among them): they go to the reader, never to a log.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import functools
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from airflow_trident.errors import TridentError
+from airflow_trident.errors import MalformedRecordError, TridentError
 from airflow_trident.runtime.spark.python_ops import failure_text
-from airflow_trident.spout.kafka_records import KafkaReadSpec, KafkaRecordParser
+from airflow_trident.spout.kafka_records import KafkaReadSpec, KafkaRecordParser, RawRecord
 
-__all__ = ["ARROW", "SQL", "read_kafka"]
+__all__ = ["ARROW", "SQL", "first_malformed", "read_kafka"]
 
 ARROW = {"string": pa.string(), "bigint": pa.int64(), "int": pa.int32(),
          "double": pa.float64(), "boolean": pa.bool_(), "binary": pa.binary()}  # fmt: skip
@@ -31,26 +39,21 @@ SQL = {"string": T.StringType(), "bigint": T.LongType(), "int": T.IntegerType(),
 
 @dataclass(frozen=True)
 class _Parse:
-    """``mapInArrow`` over the connector's rows: each record made a tuple by the parser."""
+    """``mapInArrow`` over the connector's rows: each record made a tuple by the parser.
+    ``report``: the malformed records instead, as ``(offset, error)`` rows (nothing fails)."""
 
     parser: KafkaRecordParser
+    report: bool = False
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        if self.report:
+            yield from self._malformed(batches)
+            return
         schema = self.parser.out_schema
         arrow = pa.schema([pa.field(n, ARROW[k]) for n, k in schema])
         try:
-            for batch in batches:
-                cols = {name: batch.column(name).to_pylist() for name in batch.schema.names}
-                rows = []
-                for i in range(batch.num_rows):
-                    headers = cols["headers"][i]
-                    raw = (cols["key"][i], cols["value"][i], cols["topic"][i],
-                           cols["partition"][i], cols["offset"][i], cols["ts"][i],
-                           None if not headers else
-                           [(h["key"], h["value"]) for h in headers])  # fmt: skip
-                    row = self.parser.parse(raw)
-                    if row is not None:
-                        rows.append(row)
+            for batch in _raws(batches):
+                rows = [row for row in map(self.parser.parse, batch) if row is not None]
                 yield pa.RecordBatch.from_arrays(
                     [pa.array([r[j] for r in rows], arrow.field(j).type)
                      for j in range(len(schema))], schema=arrow,
@@ -58,14 +61,69 @@ class _Parse:
         except TridentError as exc:
             raise RuntimeError(failure_text(exc)) from None
 
+    def _malformed(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for raws in _raws(batches):
+            offsets, errors = [], []
+            for raw in raws:
+                try:
+                    self.parser.parse(raw)
+                except MalformedRecordError as exc:
+                    offsets.append(int(raw[4]))
+                    errors.append(str(exc))
+            yield pa.RecordBatch.from_arrays(
+                [pa.array(offsets, pa.int64()), pa.array(errors, pa.string())],
+                schema=_MALFORMED_ARROW,
+            )
 
-def read_kafka(spark: SparkSession, spec: KafkaReadSpec) -> DataFrame:
-    """The DataFrame of a Kafka range: the spout's fields, typed, parsed as in process."""
-    assert spec.parser is not None
-    raw = (
+
+_MALFORMED_ARROW = pa.schema([pa.field("offset", pa.int64()), pa.field("error", pa.string())])
+_MALFORMED = T.StructType([T.StructField("offset", T.LongType()),
+                           T.StructField("error", T.StringType())])  # fmt: skip
+
+
+def _raws(batches: Iterator[pa.RecordBatch]) -> Iterator[list[RawRecord]]:
+    """The connector's rows of each batch as raw records (see ``kafka_records``)."""
+    for batch in batches:
+        cols = {name: batch.column(name).to_pylist() for name in batch.schema.names}
+        raws: list[RawRecord] = []
+        for i in range(batch.num_rows):
+            headers = cols["headers"][i]
+            pairs = None if not headers else [(h["key"], h["value"]) for h in headers]
+            raws.append((cols["key"][i], cols["value"][i], cols["topic"][i], cols["partition"][i],
+                         cols["offset"][i], cols["ts"][i], pairs))  # fmt: skip
+        yield raws
+
+
+def _connector_rows(spark: SparkSession, spec: KafkaReadSpec) -> DataFrame:
+    return (
         spark.read.format("kafka").options(**spec.options).load()
         .selectExpr("key", "value", "topic", "partition", "offset",
                     "unix_millis(timestamp) AS ts", "headers")
     )  # fmt: skip
+
+
+def first_malformed(spark: SparkSession, specs: Sequence[KafkaReadSpec]) -> str | None:
+    """The error of the first malformed record of ``specs`` (the ranges in the in-process
+    read's order, each read in offset order), ``None`` when none is; one job reading them
+    all, only their malformed records leaving the executors. Ranges whose parser drops
+    malformed records (dead-lettered) have none."""
+    frames = [
+        _connector_rows(spark, spec)
+        .mapInArrow(_Parse(spec.parser, report=True), _MALFORMED)
+        .withColumn("seq", F.lit(seq))
+        for seq, spec in enumerate(specs)
+        if spec.parser is not None and not spec.parser.drop
+    ]
+    if not frames:
+        return None
+    union = functools.reduce(DataFrame.unionByName, frames)
+    first = union.orderBy("seq", "offset").limit(1).collect()
+    return str(first[0]["error"]) if first else None
+
+
+def read_kafka(spark: SparkSession, spec: KafkaReadSpec) -> DataFrame:
+    """The DataFrame of a Kafka range: the spout's fields, typed, parsed as in process."""
+    assert spec.parser is not None
+    raw = _connector_rows(spark, spec)
     struct = T.StructType([T.StructField(n, SQL[k]) for n, k in spec.parser.out_schema])
     return raw.mapInArrow(_Parse(spec.parser), struct)

@@ -39,7 +39,15 @@ from airflow_trident.runtime.spark.python_ops import failure_text
 from airflow_trident.spout.kafka_records import KafkaReadSpec
 from airflow_trident.spout.ranges import LineParse, PartitionRows, ReadSpec, SourceRange
 
-__all__ = ["ARROW_TYPES", "CORRUPT", "native_partitions", "native_types", "read_range", "read_spec"]
+__all__ = [
+    "ARROW_TYPES",
+    "CORRUPT",
+    "first_malformed",
+    "native_partitions",
+    "native_types",
+    "read_range",
+    "read_spec",
+]
 
 log = logging.getLogger(__name__)
 
@@ -382,8 +390,43 @@ def _observed(df: DataFrame, parts: Sequence[tuple[int, PartitionRows]], pid: st
 
 
 def _seen(observation: Observation, name: str) -> int | None:
-    """The rows the job counted; ``None`` before it ran."""
-    return int(observation.get[name]) if _done(observation) else None
+    """The rows the job counted; ``None`` before it ran, or when it ran without its metrics
+    (the partition's records are then counted in this process, as before any job ran)."""
+    if not _done(observation):
+        return None
+    jo = getattr(observation, "_jo", None)
+    if jo is not None and jo.getRow().length() == 0:
+        # Classic Spark completes an observation with an empty row (which Observation.get
+        # cannot convert) when the plan that ran lost its CollectMetrics: adaptive execution
+        # replaces a subtree whose shuffle stage wrote no rows by an empty relation (a batch
+        # whose ranges hold no record: a Kafka range of aborted transactions only).
+        log.info("Spark ran observation %s without its metrics: counted here", observation._name)
+        return None
+    value = observation.get.get(name)
+    return None if value is None else int(value)
+
+
+def first_malformed(
+    spark: SparkSession, parts: Sequence[PartitionRows]
+) -> MalformedRecordError | None:
+    """The error of the first malformed record of ``parts`` (every source partition of a
+    batch, in the in-process runtime's order: spouts as their stages run, each one's
+    partitions as emitted, each range in offset order) among the ranges whose Spark tasks
+    fail on such a record without knowing of the others (Kafka ranges); ``None`` when they
+    hold none. The driver raises it instead of the error of the task that failed first,
+    so both runtimes name the same record (see :mod:`~.kafka_read`)."""
+    specs = [
+        spec
+        for rows in parts
+        for source in rows.ranges
+        if isinstance(spec := source.read_spec(), KafkaReadSpec)
+    ]
+    if not specs:
+        return None
+    from airflow_trident.runtime.spark.kafka_read import first_malformed as first_of
+
+    message = first_of(spark, specs)
+    return None if message is None else MalformedRecordError(message)
 
 
 def _done(observation: Any) -> bool:

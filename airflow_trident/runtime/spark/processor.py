@@ -16,7 +16,7 @@ from pyspark import cloudpickle
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 
-from airflow_trident.errors import ConfigurationError, TridentError
+from airflow_trident.errors import ConfigurationError, MalformedRecordError, TridentError
 from airflow_trident.graph import (
     AggregateNode,
     DrpcNode,
@@ -43,6 +43,7 @@ from airflow_trident.runtime.spark.liveness import (
     fixed_commit_partitions,
     op_inputs,
 )
+from airflow_trident.runtime.spark.native import first_malformed
 from airflow_trident.runtime.spark.python_ops import (
     SENTINEL,
     LocalStep,
@@ -52,7 +53,7 @@ from airflow_trident.runtime.spark.python_ops import (
     driver_copy,
 )
 from airflow_trident.runtime.spark.result import SparkProcessResult, SparkStagedState
-from airflow_trident.spout.ranges import emitted_counts
+from airflow_trident.spout.ranges import PartitionRows, emitted_counts
 from airflow_trident.state.binding import StateBinding
 from airflow_trident.topology import TridentTopology
 from airflow_trident.tuple import Fields
@@ -139,6 +140,9 @@ class SparkBatchProcessor:
         run = _Run(self, spark, txid, phase, frozenset(outputs))
         try:
             return run.execute(sources)
+        except MalformedRecordError as exc:  # a driver-side sample's: the batch's first one
+            run.result.close()
+            raise run.result.malformed(exc) from exc
         except TridentError:
             run.result.close()
             raise
@@ -223,6 +227,15 @@ class _Run:
 
     def execute(self, sources: Sources) -> SparkProcessResult:
         idle: set[str] = set()  # DRPC branches no request feeds (a batch of the spouts)
+        ranged = [  # the spouts' partitions in the in-process runtime's order of reading
+            rows
+            for stage in self.stages
+            if isinstance(stage.source, SpoutNode)
+            for rows in sources.get(stage.source.id, {}).values()
+            if isinstance(rows, PartitionRows) and rows.ranges
+        ]
+        if ranged:
+            self.result.first_malformed = functools.partial(first_malformed, self.spark, ranged)
         for stage in self.stages:
             if _idle(stage, sources, idle):
                 idle.add(stage.id)

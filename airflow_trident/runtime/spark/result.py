@@ -7,6 +7,7 @@ collecting helpers) so that a failure in a user operation surfaces as the local 
 
 from __future__ import annotations
 
+import logging
 import pickle
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -15,7 +16,7 @@ from typing import Any, Literal, TypeVar
 
 from pyspark.sql import DataFrame
 
-from airflow_trident.errors import TridentError
+from airflow_trident.errors import MalformedRecordError, TridentError
 from airflow_trident.runtime.result import ProcessResult, StagedState
 from airflow_trident.runtime.spark.columns import python_values
 from airflow_trident.runtime.spark.compile import col
@@ -25,6 +26,8 @@ from airflow_trident.tuple import Fields
 __all__ = ["SparkProcessResult", "SparkStagedState", "frame_rows"]
 
 R = TypeVar("R")
+
+log = logging.getLogger(__name__)
 
 
 def frame_rows(df: DataFrame, fields: Fields, pickled: frozenset[str]) -> list[tuple[Any, ...]]:
@@ -74,6 +77,9 @@ class SparkProcessResult:
     output_fields: dict[str, Fields] = field(default_factory=dict)
     output_pickled: dict[str, frozenset[str]] = field(default_factory=dict)
     cached: list[DataFrame] = field(default_factory=list)
+    first_malformed: Callable[[], MalformedRecordError | None] | None = None
+    """The batch's first malformed record in the in-process order, read again by Spark (set
+    when the sources have ranges whose tasks cannot tell: see ``native.first_malformed``)."""
 
     @property
     def records_in(self) -> int:
@@ -96,13 +102,32 @@ class SparkProcessResult:
         return {name: (s.kind, s.fields, s.frame) for name, s in self.staged.items()}
 
     def run(self, action: Callable[[], R]) -> R:
-        """Run a Spark action; a failure becomes the batch's error (``BatchFailedError``)."""
+        """Run a Spark action; a failure becomes the batch's error (``BatchFailedError``), a
+        malformed record the one the in-process runtime names (:meth:`malformed`)."""
         try:
             return action()
-        except TridentError:
+        except TridentError as exc:
+            if isinstance(exc, MalformedRecordError):
+                raise self.malformed(exc) from exc
             raise
         except Exception as exc:
-            raise batch_failure(exc, self.txid) from exc
+            error = batch_failure(exc, self.txid)
+            if isinstance(error, MalformedRecordError):
+                error = self.malformed(error)
+            raise error from exc
+
+    def malformed(self, error: MalformedRecordError) -> MalformedRecordError:
+        """The batch's first malformed record's error for ``error`` (the one a task, or a
+        driver-side sample, met first); ``error`` itself when the sources cannot tell."""
+        if self.first_malformed is None:
+            return error
+        try:
+            first = self.first_malformed()
+        except Exception:  # the batch fails either way: with the error met
+            log.warning("txid %d: could not look for the first malformed record", self.txid,
+                        exc_info=True)  # fmt: skip
+            return error
+        return error if first is None else first
 
     def output_rows(self, stage_id: str) -> list[tuple[Any, ...]]:
         """The tuples stage ``stage_id`` output (an action)."""
