@@ -1,0 +1,610 @@
+"""Exactly-once into a Kafka topic, with Kafka transactions (confluent-kafka).
+
+``stream.partition_persist(kafka_sink("events", "kafka_prod", topology="words"), fields,
+KafkaWriter(key="word"))`` produces each batch's tuples to the topic ``events``; a state's
+committed updates become a changelog the same way, through its new values:
+``counts.new_values_stream().partition_persist(kafka_sink(...), ["word", "count"],
+KafkaWriter(key="word", value="count"))`` (key, new value; the txid in a header).
+
+Each commit partition ``i`` of ``n`` writes its records of batch ``txid`` in **one Kafka
+transaction** of a producer whose ``transactional.id`` is ``trident.<topology>.<sink>.p<i>of<n>``,
+and records the txid **inside the same transaction**, as Beam's exactly-once Kafka sink does:
+``send_offsets_to_transaction`` commits, for two consumer groups that nothing consumes with,
+
+* ``trident.<topology>.<sink>.p<i>of<n>``: offset ``txid`` on the topic's partition 0 with the
+  metadata ``{"txid": ..., "partition": i, "partitions": n, ...}`` — what this partition wrote
+  last;
+* ``trident.<topology>.<sink>``: the same for the sink — the last txid written and its partition
+  count.
+
+So the records and the txid's record become visible together, or neither does. Before writing,
+the partition's producer calls ``init_transactions``, which fences every older producer of the
+same ``transactional.id`` (a zombie: an attempt that hung or was taken for dead) and aborts the
+transaction such a producer left open (a crash before its commit), or waits until one it was
+committing is complete. Only then does it read both groups' committed offsets (stable:
+``isolation.level=read_committed``). It writes nothing when
+
+* the sink's last txid is above ``txid``: ``txid`` is complete in the topic (txids commit in
+  order: every partition of it committed before any later txid wrote anything);
+* the partition's own last txid is ``txid`` (or above): a retry after Kafka's commit and before
+  ZooKeeper's compare-and-set, a cleared run, a backfill of committed txids.
+
+The sink's last txid replayed with another partition count is refused with
+:class:`~airflow_trident.errors.StateError` (which rows landed cannot be told). It is a
+*transactional* state: a replay of a txid must carry the same records, as transactional
+spouts guarantee; an opaque spout is refused unless ``at_least_once=True``.
+
+Every record carries the headers ``trident.topology``, ``trident.sink``, ``trident.txid`` and
+``trident.partition`` (``i/n``). Consumers must read with ``isolation.level=read_committed``
+(``docs/sinks/kafka.md``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from airflow_trident import connections
+from airflow_trident.errors import ConfigurationError, StateError
+from airflow_trident.names import validate_name
+from airflow_trident.operation.base import StateUpdater
+from airflow_trident.state.base import StateType
+from airflow_trident.tuple import TridentCollector, TridentTuple
+
+__all__ = [
+    "FORMATS",
+    "KafkaSinkFactory",
+    "KafkaSinkState",
+    "KafkaWriter",
+    "kafka_sink",
+]
+
+log = logging.getLogger(__name__)
+
+FORMATS = ("json", "str", "bytes")
+"""How a record's key and value are serialised: JSON (UTF-8), ``str()`` in UTF-8, or bytes as
+they are; ``None`` is always a null key or value (a tombstone on a compacted topic)."""
+RECORD_PARTITION = 0
+"""The topic partition the txid records are committed on (it exists while the topic does)."""
+_OWNED = ("transactional.id", "group.id", "isolation.level", "enable.auto.commit")
+"""Settings the sink sets itself; a config naming one is refused."""
+_PRODUCER_ONLY = (
+    "acks", "request.required.acks", "partitioner", "compression", "linger.ms", "batch.",
+    "queue.buffering", "message.timeout.ms", "delivery.timeout.ms", "transaction",
+    "enable.idempotence", "max.in.flight", "retries", "sticky.",
+)  # fmt: skip
+"""librdkafka producer settings, left out of the record reader's (a consumer's) config."""
+_COMMIT_TRIES = 5
+
+
+def kafka_sink(
+    topic: str,
+    kafka_config_id: str | None = None,
+    *,
+    topology: str,
+    name: str | None = None,
+    config: Mapping[str, Any] | None = None,
+    key_format: str = "json",
+    value_format: str = "json",
+    timeout_s: float = 60.0,
+) -> KafkaSinkFactory:
+    """A transactional state producing each batch's records to ``topic``, exactly once per txid.
+
+    Parameters
+    ----------
+    topic:
+        The topic (it must exist: the sink creates none).
+    kafka_config_id:
+        An Airflow ``kafka`` connection whose extra holds the librdkafka settings
+        (``bootstrap.servers``, ``security.protocol``, ``sasl.*``...), resolved when the batch
+        commits, never when the DAG file is parsed.
+    topology:
+        The topology's name: with ``name``, it names the transactional ids and the consumer
+        groups holding the txids (``trident.<topology>.<name>...``).
+    name:
+        The sink's name within the topology (default: the topic); two sinks of one topology
+        writing one topic need two names.
+    config:
+        The librdkafka settings themselves, instead of ``kafka_config_id`` (no secrets in a DAG
+        file: prefer the connection).
+    key_format, value_format:
+        ``"json"``, ``"str"`` or ``"bytes"`` (:data:`FORMATS`).
+    timeout_s:
+        The longest wait of one Kafka call (``init_transactions``, the commit, reading the txids).
+    """
+    return KafkaSinkFactory(
+        topic,
+        kafka_config_id,
+        topology=topology,
+        name=name,
+        config=config,
+        key_format=key_format,
+        value_format=value_format,
+        timeout_s=timeout_s,
+    )
+
+
+class KafkaSinkFactory:
+    """Makes the :class:`KafkaSinkState` of each commit partition (see :func:`kafka_sink`)."""
+
+    state_type = StateType.TRANSACTIONAL
+    txids_by_partition = True
+    """The consumer groups record the txid each commit partition wrote, not a txid per key: a
+    txid's replay must spread its records over the partitions as its first commit did
+    (:mod:`airflow_trident.runtime.shape`)."""
+
+    def __init__(
+        self,
+        topic: str,
+        kafka_config_id: str | None = None,
+        *,
+        topology: str,
+        name: str | None = None,
+        config: Mapping[str, Any] | None = None,
+        key_format: str = "json",
+        value_format: str = "json",
+        timeout_s: float = 60.0,
+    ) -> None:
+        if not isinstance(topic, str) or not topic.strip():
+            msg = f"kafka_sink: topic must be a non-empty string, got {topic!r}"
+            raise ConfigurationError(msg)
+        where = f"kafka_sink({topic!r})"
+        if (kafka_config_id is None) == (config is None):
+            msg = (
+                f"{where}: give kafka_config_id (an Airflow kafka connection) or config "
+                f"(librdkafka settings with bootstrap.servers), one of them"
+            )
+            raise ConfigurationError(msg)
+        if config is not None:
+            if "bootstrap.servers" not in config:
+                msg = f"{where}: config has no bootstrap.servers"
+                raise ConfigurationError(msg)
+            owned = sorted(k for k in config if k in _OWNED)
+            if owned:
+                msg = f"{where}: config sets {owned}, which the sink sets itself; leave them out"
+                raise ConfigurationError(msg)
+        for label, value in (("key_format", key_format), ("value_format", value_format)):
+            if value not in FORMATS:
+                msg = f"{where}: {label} {value!r} is not one of {FORMATS}"
+                raise ConfigurationError(msg)
+        if not timeout_s > 0:
+            msg = f"{where}: timeout_s must be positive, got {timeout_s!r}"
+            raise ConfigurationError(msg)
+        self.topic = topic
+        self.topology = validate_name(topology, kind="topology")
+        self.name = topic if name is None else validate_name(name, kind="sink")
+        self.kafka_config_id = (
+            None if kafka_config_id is None else connections.declare_kafka(kafka_config_id)
+        )
+        self._given = None if config is None else {str(k): str(v) for k, v in config.items()}
+        self.key_format = key_format
+        self.value_format = value_format
+        self.timeout_s = float(timeout_s)
+
+    def __repr__(self) -> str:  # never the config: it may hold secrets
+        where = self.kafka_config_id or (self._given or {}).get("bootstrap.servers")
+        return f"KafkaSinkFactory({self.topic!r}, {where!r}, sink {self.prefix!r})"
+
+    @property
+    def prefix(self) -> str:
+        """``trident.<topology>.<sink>``: the sink's consumer group and its partitions' prefix."""
+        return f"trident.{self.topology}.{self.name}"
+
+    def config(self) -> dict[str, str]:
+        """The librdkafka settings: ``config``, or the connection resolved now (secrets: never
+        log them)."""
+        if self._given is not None:
+            return dict(self._given)
+        assert self.kafka_config_id is not None
+        found = connections.kafka_config(self.kafka_config_id)
+        owned = sorted(k for k in found if k in _OWNED)
+        if owned:
+            msg = (
+                f"Kafka connection {self.kafka_config_id!r} sets {owned}, which kafka_sink "
+                f"{self.prefix!r} sets itself; hint: leave them out of the connection's extra"
+            )
+            raise ConfigurationError(msg)
+        return found
+
+    def make_state(self, partition_index: int = 0, num_partitions: int = 1) -> KafkaSinkState:
+        """The Kafka sink state of commit partition ``partition_index`` of ``num_partitions``."""
+        if not 0 <= partition_index < num_partitions:
+            msg = (
+                f"kafka sink {self.prefix!r}: partition {partition_index} of {num_partitions} "
+                f"does not exist"
+            )
+            raise ConfigurationError(msg)
+        return KafkaSinkState(self, partition_index, num_partitions)
+
+    def records(self, txid_group: str | None = None) -> dict[str, Any] | None:
+        """The txid record a consumer group holds (default: the sink's: its last txid and
+        partition count), or ``None``: none yet. For operators and tests."""
+        reader = _reader(self.config(), txid_group or self.prefix)
+        try:
+            return _committed_record(reader, self.topic, self.timeout_s, txid_group or self.prefix)
+        finally:
+            reader.close()
+
+
+def _reader(config: Mapping[str, str], group: str, *, stable: bool = True) -> Any:
+    """A consumer of ``group`` that never subscribes: it reads the group's committed offsets
+    and gives its metadata to a transaction. ``stable``: the read waits until no transaction
+    holds an offset of the group pending (librdkafka asks for stable offsets under
+    ``read_committed``); else it returns the last committed offsets at once."""
+    from confluent_kafka import Consumer
+
+    settings = {k: v for k, v in config.items() if not k.startswith(_PRODUCER_ONLY)}
+    isolation = "read_committed" if stable else "read_uncommitted"
+    settings.update(
+        {"group.id": group, "enable.auto.commit": "false", "isolation.level": isolation}
+    )
+    return Consumer(settings)
+
+
+def _committed_record(
+    reader: Any, topic: str, timeout_s: float, group: str
+) -> dict[str, Any] | None:
+    from confluent_kafka import TopicPartition
+
+    try:
+        (found,) = reader.committed([TopicPartition(topic, RECORD_PARTITION)], timeout=timeout_s)
+    except Exception as exc:  # KafkaException: the group coordinator did not answer
+        msg = (
+            f"kafka topic {topic!r}: reading the txid record of consumer group {group!r} failed "
+            f"({exc}); nothing was written; hint: check the broker, then retry the commit"
+        )
+        raise StateError(msg) from exc
+    if found.error is not None:
+        msg = f"kafka topic {topic!r}: the txid record of group {group!r}: {found.error}"
+        raise StateError(msg)
+    if found.offset < 0 or not found.metadata:
+        return None
+    try:
+        record: dict[str, Any] = json.loads(found.metadata)
+        int(record["txid"])
+    except (ValueError, KeyError, TypeError) as exc:
+        msg = (
+            f"kafka topic {topic!r}: consumer group {group!r} holds offsets that are no txid "
+            f"record (metadata {found.metadata!r}); it is the sink's own group: do not consume "
+            f"with it"
+        )
+        raise StateError(msg) from exc
+    return record
+
+
+def _close(producer: Any) -> None:
+    """Close a producer; a fenced one raises its fatal error again, already reported."""
+    try:
+        producer.close()
+    except Exception as exc:  # KafkaException of a fenced or failed producer
+        log.debug("closing a Kafka producer: %s", exc)
+
+
+def _serialise(value: Any, fmt: str, what: str) -> bytes | None:
+    if value is None:
+        return None
+    if fmt == "json":
+        try:
+            return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+        except (TypeError, ValueError) as exc:
+            msg = f"{what} {value!r} is not JSON ({exc}); hint: convert it, or use format 'str'"
+            raise StateError(msg) from exc
+    if fmt == "str":
+        return str(value).encode()
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value)
+    msg = f"{what} {value!r} is {type(value).__name__}, not bytes (format 'bytes')"
+    raise StateError(msg)
+
+
+class KafkaSinkState:
+    """One commit partition's writer: records collected between ``begin_commit(txid)`` and
+    ``commit(txid)`` go in one Kafka transaction that also records the txid."""
+
+    def __init__(self, factory: KafkaSinkFactory, index: int, count: int) -> None:
+        self.factory = factory
+        self.index = index
+        self.count = count
+        self.transactional_id = f"{factory.prefix}.p{index}of{count}"
+        self.partition_group = self.transactional_id
+        self._txid: int | None = None
+        self._records: list[tuple[bytes | None, bytes | None]] = []
+
+    def __repr__(self) -> str:
+        return f"KafkaSinkState({self.transactional_id!r}, topic {self.factory.topic!r})"
+
+    def begin_commit(self, txid: int) -> None:
+        """Start collecting batch ``txid``'s records (records of an unfinished commit are
+        dropped)."""
+        self._txid, self._records = txid, []
+
+    def write(self, records: Iterable[tuple[Any, Any]]) -> None:
+        """Add ``(key, value)`` records, serialised now, to the commit in progress."""
+        if self._txid is None:
+            msg = f"kafka sink {self.factory.prefix!r}: write outside a commit; call begin_commit"
+            raise StateError(msg)
+        kf, vf = self.factory.key_format, self.factory.value_format
+        for key, value in records:
+            self._records.append(
+                (_serialise(key, kf, "record key"), _serialise(value, vf, "record value"))
+            )
+
+    def rollback(self) -> None:
+        """Drop the records of the commit in progress (nothing of them was committed)."""
+        self._txid, self._records = None, []
+
+    def written_txid(self) -> int | None:
+        """The last txid this partition committed to the topic (``None``: none yet)."""
+        found = self.factory.records(self.partition_group)
+        return None if found is None else int(found["txid"])
+
+    def headers(self, txid: int) -> list[tuple[str, bytes]]:
+        """The headers of every record of ``txid`` from this partition."""
+        return [
+            ("trident.topology", self.factory.topology.encode()),
+            ("trident.sink", self.factory.name.encode()),
+            ("trident.txid", str(txid).encode()),
+            ("trident.partition", f"{self.index}/{self.count}".encode()),
+        ]
+
+    def commit(self, txid: int) -> None:
+        """Produce the records and the txid's record in one Kafka transaction, unless the
+        groups' records show ``txid`` written (a replay): then nothing is written.
+
+        Raises
+        ------
+        StateError
+            If no commit of ``txid`` is open, the topic does not exist, the txid was written
+            with another partition count, this producer was fenced (a newer attempt of the
+            partition started), or Kafka refused the transaction. Nothing of the records is
+            visible to ``read_committed`` consumers then, except when the commit's outcome was
+            lost: the retry's ``init_transactions`` completes or aborts it, and its check
+            recognises a committed one.
+        """
+        if self._txid != txid:
+            msg = (
+                f"kafka sink {self.factory.prefix!r}: commit({txid}) but the open commit is "
+                f"{self._txid}; hint: call begin_commit({txid}) first"
+            )
+            raise StateError(msg)
+        records, self._txid, self._records = self._records, None, []
+        config = self.factory.config()
+        producer = self._producer(config, txid)
+        # The partition's group: stable (only this partition's transactions write it, and
+        # init_transactions has completed or aborted the last one). The sink's group: the last
+        # committed record, not waiting for the transactions of the txid's other partitions (a
+        # partition whose worker died holds one open until its retry or its timeout); they
+        # write the same txid and count, so they cannot change what the check decides.
+        readers = (
+            _reader(config, self.partition_group),
+            _reader(config, self.factory.prefix, stable=False),
+        )
+        try:
+            if self._already_written(readers, txid) or not records:
+                return
+            self._transaction(producer, readers, records, txid)
+        finally:
+            for reader in readers:
+                reader.close()
+            _close(producer)
+
+    # -- the transaction ----------------------------------------------------------------------
+    def _where(self, txid: int) -> str:
+        return (
+            f"kafka sink {self.factory.prefix!r} (topic {self.factory.topic!r}), txid {txid} "
+            f"partition {self.index}/{self.count}"
+        )
+
+    def _producer(self, config: Mapping[str, str], txid: int) -> Any:
+        """A transactional producer of this partition, initialised: every older producer of
+        its ``transactional.id`` is fenced, a transaction one left open is aborted, one it was
+        committing is complete."""
+        from confluent_kafka import KafkaException, Producer
+
+        settings = dict(config)
+        settings.setdefault("partitioner", "murmur2_random")  # the Java client's, by key
+        settings["transactional.id"] = self.transactional_id
+        producer = Producer(settings)
+        try:
+            producer.init_transactions(self.factory.timeout_s)
+            meta = producer.list_topics(self.factory.topic, timeout=self.factory.timeout_s)
+        except KafkaException as exc:
+            msg = (
+                f"{self._where(txid)}: initialising transactional id "
+                f"{self.transactional_id!r} failed ({exc.args[0]}); nothing was written; hint: "
+                f"check the broker (transactions need a transaction state log: "
+                f"transaction.state.log.replication.factor <= brokers), then retry"
+            )
+            raise StateError(msg) from exc
+        found = meta.topics.get(self.factory.topic)
+        if found is None or found.error is not None or not found.partitions:
+            msg = (
+                f"{self._where(txid)}: the topic does not exist "
+                f"({None if found is None else found.error}); nothing was written; hint: "
+                f"create it (the sink creates no topic)"
+            )
+            raise StateError(msg)
+        return producer
+
+    def _already_written(self, readers: tuple[Any, Any], txid: int) -> bool:
+        """Whether this partition must write nothing of ``txid`` (see the module's doc)."""
+        topic, timeout = self.factory.topic, self.factory.timeout_s
+        last = _committed_record(readers[1], topic, timeout, self.factory.prefix)
+        if last is not None:
+            last_txid, count = int(last["txid"]), int(last["partitions"])
+            if last_txid > txid:
+                log.info(
+                    "%s: older than txid %d, the newest the sink wrote (%d partitions): "
+                    "complete in the topic, this partition writes nothing",
+                    self._where(txid), last_txid, count,
+                )  # fmt: skip
+                return True
+            if last_txid == txid and count != self.count:
+                msg = (
+                    f"{self._where(txid)}: txid {txid} was written with {count} partitions and "
+                    f"is committed again with {self.count}; writing would repeat records. "
+                    f"Nothing was written; hint: replay the txid with the topology's "
+                    f"parallelism of its first commit (docs/reliability.md: a txid's shape on "
+                    f"replay)"
+                )
+                raise StateError(msg)
+        mine = _committed_record(readers[0], topic, timeout, self.partition_group)
+        if mine is not None and int(mine["txid"]) >= txid:
+            log.info(
+                "%s: already written (the partition's last txid is %s): skipped",
+                self._where(txid), mine["txid"],
+            )  # fmt: skip
+            return True
+        return False
+
+    def _record(self, txid: int, *, partition: bool) -> str:
+        record: dict[str, Any] = {
+            "topology": self.factory.topology,
+            "sink": self.factory.name,
+            "txid": txid,
+            "partitions": self.count,
+        }
+        if partition:
+            record["partition"] = self.index
+        return json.dumps(record, separators=(",", ":"))
+
+    def _transaction(
+        self,
+        producer: Any,
+        readers: tuple[Any, Any],
+        records: Sequence[tuple[bytes | None, bytes | None]],
+        txid: int,
+    ) -> None:
+        from confluent_kafka import KafkaException, TopicPartition
+
+        timeout = self.factory.timeout_s
+        topic = self.factory.topic
+        committing = False
+        try:
+            producer.begin_transaction()
+            self._produce(producer, records, self.headers(txid))
+            for reader, partition in ((readers[0], True), (readers[1], False)):
+                record = self._record(txid, partition=partition)
+                offsets = [TopicPartition(topic, RECORD_PARTITION, txid, metadata=record)]
+                producer.send_offsets_to_transaction(
+                    offsets, reader.consumer_group_metadata(), timeout
+                )
+            committing = True
+            self._end_transaction(producer, txid)
+        except KafkaException as exc:
+            raise self._failed(producer, txid, exc.args[0], committing=committing) from exc
+        except BaseException:
+            if not committing:
+                self._abort(producer, txid)
+            raise
+        log.info("%s: %d records committed", self._where(txid), len(records))
+
+    def _produce(
+        self,
+        producer: Any,
+        records: Sequence[tuple[bytes | None, bytes | None]],
+        headers: list[tuple[str, bytes]],
+    ) -> None:
+        """Produce ``records`` in the open transaction (the broker holds them back from
+        ``read_committed`` consumers until the commit)."""
+        failed: list[Any] = []
+
+        def delivered(err: Any, _msg: Any) -> None:
+            if err is not None and not failed:
+                failed.append(err)
+
+        topic = self.factory.topic
+        for key, value in records:
+            while True:
+                try:
+                    producer.produce(topic, value=value, key=key, headers=headers,
+                                     on_delivery=delivered)  # fmt: skip
+                    break
+                except BufferError:  # the local queue is full: let it drain
+                    producer.poll(0.05)
+            producer.poll(0)
+        if failed:
+            from confluent_kafka import KafkaException
+
+            raise KafkaException(failed[0])
+
+    def _end_transaction(self, producer: Any, txid: int) -> None:
+        """Commit the transaction (it flushes the records first); a retriable error is retried."""
+        from confluent_kafka import KafkaException
+
+        for attempt in range(_COMMIT_TRIES):
+            try:
+                producer.commit_transaction(self.factory.timeout_s)
+                return
+            except KafkaException as exc:
+                error = exc.args[0]
+                if not error.retriable() or attempt == _COMMIT_TRIES - 1:
+                    raise
+                log.warning("%s: committing the transaction: %s; retrying", self._where(txid),
+                            error)  # fmt: skip
+
+    def _abort(self, producer: Any, txid: int) -> None:
+        try:
+            producer.abort_transaction(self.factory.timeout_s)
+        except Exception as exc:  # the retry's init_transactions aborts it anyway
+            log.warning("%s: aborting the transaction failed (%s); the next attempt's "
+                        "init_transactions aborts it", self._where(txid), exc)  # fmt: skip
+
+    def _failed(self, producer: Any, txid: int, error: Any, *, committing: bool) -> StateError:
+        """The error of a failed transaction, after aborting it when it can be."""
+        where = self._where(txid)
+        if error.fatal():
+            return StateError(
+                f"{where}: this producer was fenced or failed fatally ({error}): another "
+                f"attempt initialised transactional id {self.transactional_id!r} after it "
+                f"(this one is a zombie), or the broker refused it. Its transaction is not "
+                f"committed: nothing of it is visible to read_committed consumers; the newer "
+                f"attempt, or the retry, commits the txid"
+            )
+        if not committing or error.txn_requires_abort():
+            self._abort(producer, txid)
+            return StateError(
+                f"{where}: the Kafka transaction failed ({error}) and was aborted: nothing was "
+                f"written; hint: retry the commit"
+            )
+        return StateError(
+            f"{where}: the Kafka transaction's outcome is unknown ({error}); the retry's "
+            f"init_transactions completes or aborts it, and its txid check skips a committed "
+            f"one; hint: retry the commit"
+        )
+
+
+class KafkaWriter(StateUpdater[KafkaSinkState]):
+    """Writes each tuple as one record of a :class:`KafkaSinkState`.
+
+    Parameters
+    ----------
+    key:
+        A field name (the record key is its value), several (a JSON object of them), or
+        ``None``: no key (the producer spreads such records over the partitions).
+    value:
+        A field name (its value), several (a JSON object of them), or ``None``: every field of
+        the tuple as a JSON object.
+    """
+
+    def __init__(
+        self, key: str | Sequence[str] | None = None, value: str | Sequence[str] | None = None
+    ) -> None:
+        self.key = key if key is None or isinstance(key, str) else tuple(key)
+        self.value = value if value is None or isinstance(value, str) else tuple(value)
+
+    def update_state(
+        self, state: KafkaSinkState, tuples: Sequence[TridentTuple], collector: TridentCollector
+    ) -> None:
+        """Add the partition's tuples to the state's commit in progress."""
+        state.write((_pick(t, self.key, None), _pick(t, self.value, ())) for t in tuples)
+
+
+def _pick(t: TridentTuple, fields: str | tuple[str, ...] | None, default: Any) -> Any:
+    if fields is None:
+        return None if default is None else dict(zip(t.fields, t.values, strict=True))
+    if isinstance(fields, str):
+        return t.get(fields)
+    return {f: t.get(f) for f in fields}
