@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -27,15 +28,20 @@ from airflow_trident.state.memory import memory_state
 from airflow_trident.topology import TridentTopology
 
 __all__ = [
+    "assert_each_word_once",
     "CRASH_POINTS",
     "SENTENCES",
+    "SPARK_CONNECTION",
+    "SPARK_TOPIC",
     "CrashingKafkaSink",
     "Record",
     "changelog_topology",
     "commit_in_child",
     "expected_words",
+    "kafka_spark_words",
     "kafka_sink_for",
     "read_topic",
+    "reset_spark_target",
     "words_topology",
 ]
 
@@ -117,6 +123,50 @@ def words_topology(name: str, sink: KafkaSinkFactory, *, parallelism: int = 2) -
     return topology
 
 
+SPARK_TOPIC = "trident_tests_kafka_sink_spark"
+SPARK_TOPOLOGY = "kafka_sink_spark"
+SPARK_CONNECTION = "trident_kafka_sink_test"
+
+
+def kafka_spark_words() -> TridentTopology:
+    """:func:`words_topology` producing to :data:`SPARK_TOPIC` through the Airflow ``kafka``
+    connection :data:`SPARK_CONNECTION`, loaded by reference on Spark executors (the
+    connection travels in the task closure; the test resets the topic and the sink's groups)."""
+    sink = kafka_sink(SPARK_TOPIC, SPARK_CONNECTION, topology=SPARK_TOPOLOGY)
+    return words_topology(SPARK_TOPOLOGY, sink)
+
+
+def reset_spark_target(bootstrap: str) -> None:
+    """Delete :data:`SPARK_TOPIC` and the sink's consumer groups, then create the topic anew."""
+    from confluent_kafka.admin import AdminClient
+
+    from tests.harness.kafka import create_topic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    groups = [
+        g.group_id
+        for g in admin.list_consumer_groups().result(timeout=30).valid
+        if g.group_id.startswith(f"trident.{SPARK_TOPOLOGY}.")
+    ]
+    if groups:
+        for future in admin.delete_consumer_groups(groups, request_timeout=30).values():
+            future.result(timeout=30)
+    if SPARK_TOPIC in admin.list_topics(timeout=30).topics:
+        admin.delete_topics([SPARK_TOPIC], operation_timeout=30)[SPARK_TOPIC].result(timeout=30)
+        deadline = time.monotonic() + 60
+        while SPARK_TOPIC in admin.list_topics(timeout=30).topics:
+            if time.monotonic() > deadline:
+                raise TimeoutError(SPARK_TOPIC)
+            time.sleep(0.2)
+    for _ in range(50):  # the deletion may still be finishing on the broker
+        try:
+            create_topic(bootstrap, SPARK_TOPIC, partitions=3)
+            return
+        except Exception:
+            time.sleep(0.2)
+    create_topic(bootstrap, SPARK_TOPIC, partitions=3)
+
+
 def changelog_topology(name: str, sink: KafkaSinkFactory) -> TridentTopology:
     """Word counts (a transactional memory state) whose committed updates ``sink`` produces as
     a changelog: key the word, value its new count."""
@@ -145,6 +195,21 @@ def expected_words(batches: int) -> dict[str, int]:
             for w in sentence.split():
                 counts[w] = counts.get(w, 0) + 1
     return counts
+
+
+def assert_each_word_once(records: list[Any], batches: int) -> None:
+    """Every word of the first ``batches`` batches read once per occurrence, and no txid's
+    record twice (a word's records of one txid are its occurrences in that batch)."""
+    assert Counter(r.key for r in records) == expected_words(batches)
+    per_txid = Counter((r.txid, r.key) for r in records)
+    for txid in range(1, batches + 1):
+        batch = Counter(
+            w
+            for rows in SENTENCES.values()
+            for (s,) in rows[2 * (txid - 1) : 2 * txid]
+            for w in s.split()
+        )
+        assert {k: n for (t, k), n in per_txid.items() if t == txid} == dict(batch)
 
 
 @dataclass(frozen=True)
@@ -207,12 +272,13 @@ def read_topic(bootstrap: str, topic: str, *, timeout_s: float = 60.0) -> list[R
             message = consumer.poll(0.5)
             if message is None or message.error() is not None:
                 continue
-            headers = {k: v.decode() for k, v in (message.headers() or [])}
+            found: Any = message  # confluent-kafka's stubs type headers loosely
+            headers = {str(k): bytes(v).decode() for k, v in (found.headers() or [])}
             key, value = message.key(), message.value()
             records.append(
                 Record(
-                    message.partition(),
-                    message.offset(),
+                    int(found.partition()),
+                    int(found.offset()),
                     None if key is None else json.loads(key),
                     None if value is None else json.loads(value),
                     headers,

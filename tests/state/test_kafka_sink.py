@@ -24,6 +24,7 @@ from tests.harness.kafka_sinks import (
     SENTENCES,
     Crash,
     CrashingKafkaSink,
+    assert_each_word_once,
     changelog_topology,
     commit_in_child,
     expected_words,
@@ -249,21 +250,6 @@ def run_batch(steps: BatchSteps, run_id: str) -> int:
     assert steps.commit(txid)["applied"]
     steps.success(txid)
     return txid
-
-
-def assert_each_word_once(records: list[Any], batches: int) -> None:
-    """Every word of the first ``batches`` batches read once per occurrence, and no txid's
-    record twice (a word's records of one txid are its occurrences in that batch)."""
-    assert Counter(r.key for r in records) == expected_words(batches)
-    per_txid = Counter((r.txid, r.key) for r in records)
-    for txid in range(1, batches + 1):
-        batch = Counter(
-            w
-            for rows in SENTENCES.values()
-            for (s,) in rows[2 * (txid - 1) : 2 * txid]
-            for w in s.split()
-        )
-        assert {k: n for (t, k), n in per_txid.items() if t == txid} == dict(batch)
 
 
 @pytest.mark.parametrize("point", CRASH_POINTS)
