@@ -58,7 +58,9 @@ def test_file_log_chaos_in_process_is_exact(url: str, seed: int, tmp_path: Path)
         # the transactional table source stays in the test command in process (above) and
         # through the file log on Spark: its Spark runs are their own tier (TRIDENT_LONG=1)
         pytest.param("table", "transactional", marks=pytest.mark.long),
-        ("table", "opaque"),
+        # the opaque table source on Spark: the test command runs opaque batches on Spark in
+        # tests/testing/test_schedule.py and the Kafka opaque spout's Spark test
+        pytest.param("table", "opaque", marks=pytest.mark.long),
         ("file_log", "transactional"),
     ],
 )
