@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -243,19 +244,58 @@ def _reader(config: Mapping[str, str], group: str, *, stable: bool = True) -> An
     return Consumer(settings)
 
 
+def _retriable(error: Any) -> bool:
+    """Whether a group request's error passes when asked again: librdkafka's own flag, or the
+    coordinator being found, loaded or moved (which ``committed`` does not flag).
+
+    >>> from confluent_kafka import KafkaError
+    >>> _retriable(KafkaError(KafkaError.NOT_COORDINATOR))
+    True
+    >>> _retriable(KafkaError(KafkaError.GROUP_AUTHORIZATION_FAILED))
+    False
+    """
+    from confluent_kafka import KafkaError
+
+    codes = {
+        KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+        KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError._WAIT_COORD,
+    }  # fmt: skip
+    return (
+        bool(getattr(error, "retriable", lambda: False)())
+        or getattr(error, "code", lambda: None)() in codes
+    )
+
+
+def _ask_committed(reader: Any, topic: str, timeout_s: float, group: str) -> Any:
+    """The group's committed offset of the record partition. A retriable error
+    (``NOT_COORDINATOR``, ``COORDINATOR_LOAD_IN_PROGRESS``: a new broker's offsets topic still
+    loading, a coordinator moving) is asked again, with backoff, until ``timeout_s``."""
+    from confluent_kafka import KafkaException, TopicPartition
+
+    deadline, pause = time.monotonic() + timeout_s, 0.1
+    while True:
+        left = max(deadline - time.monotonic(), 0.1)
+        try:
+            (found,) = reader.committed([TopicPartition(topic, RECORD_PARTITION)], timeout=left)
+            return found
+        except Exception as exc:  # KafkaException: the group coordinator did not answer
+            retriable = isinstance(exc, KafkaException) and _retriable(exc.args[0])
+            if not retriable or time.monotonic() + pause > deadline:
+                msg = (
+                    f"kafka topic {topic!r}: reading the txid record of consumer group "
+                    f"{group!r} failed ({exc}); nothing was written; hint: check the broker, "
+                    f"then retry the commit"
+                )
+                raise StateError(msg) from exc
+            log.info("kafka group %r: %s; asking again in %.1f s", group, exc, pause)
+            time.sleep(pause)
+            pause = min(pause * 2, 2.0)
+
+
 def _committed_record(
     reader: Any, topic: str, timeout_s: float, group: str
 ) -> dict[str, Any] | None:
-    from confluent_kafka import TopicPartition
-
-    try:
-        (found,) = reader.committed([TopicPartition(topic, RECORD_PARTITION)], timeout=timeout_s)
-    except Exception as exc:  # KafkaException: the group coordinator did not answer
-        msg = (
-            f"kafka topic {topic!r}: reading the txid record of consumer group {group!r} failed "
-            f"({exc}); nothing was written; hint: check the broker, then retry the commit"
-        )
-        raise StateError(msg) from exc
+    found = _ask_committed(reader, topic, timeout_s, group)
     if found.error is not None:
         msg = f"kafka topic {topic!r}: the txid record of group {group!r}: {found.error}"
         raise StateError(msg)
