@@ -264,7 +264,7 @@ class Run:
 def test_a_txid_keeps_its_shape_on_replay(
     sink: tuple[str, str], stores: CoordinatorStore, mode: str, spark: Any, tmp_path: Path
 ) -> None:
-    if (mode, sink) == ("spark_commit", ("iceberg", "postgresql")) and not LONG:
+    if mode == "spark_commit" and sink[0] == "iceberg" and "postgresql" in sink[1] and not LONG:
         # the Spark commit's shape check runs on Iceberg (SQLite catalog) and Delta here
         pytest.skip("its own command: bash scripts/long-test.sh")
     run = Run(*sink, stores, tmp_path / "staging", spark)
