@@ -462,9 +462,14 @@ def _watermarks_now(spout: _Kafka, topic: str, number: int, where: str) -> tuple
     finally:
         reader.close()
     if found is None:
+        then = (
+            "a transactional Kafka batch waits for every partition and is retried"
+            if spout._waits_for_all
+            else "an opaque Kafka batch skips it and catches up later"
+        )
         msg = (
             f"{where}: topic {topic!r} partition {number} does not answer (no leader, or it "
-            f"is down); a transactional Kafka batch waits for every partition and is retried"
+            f"is down); {then}"
         )
         raise SpoutUnavailableError(msg)
     return found
@@ -528,7 +533,7 @@ class _OpaqueEmitter:
         try:
             low, high = _watermarks_now(spout, topic, number, where)
         except SpoutUnavailableError as exc:
-            log.warning("%s: unreadable (%s); skipped in this batch, caught up later", where, exc)
+            log.warning("%s", exc)  # names where, and that it is caught up later
             return last_partition_meta
         first = _next(last_partition_meta)
         if first is None:
