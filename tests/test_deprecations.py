@@ -7,6 +7,18 @@ import importlib
 import pytest
 
 
+def test_local_runner_old_path_warns_and_is_the_same_class() -> None:
+    from airflow_trident.batch.runner import BatchReport, LocalRunner
+
+    old = importlib.import_module("airflow_trident.runtime.runner")
+    with pytest.warns(DeprecationWarning, match=r"airflow_trident\.batch\.runner\.LocalRunner"):
+        assert old.LocalRunner is LocalRunner
+    with pytest.warns(DeprecationWarning, match="BatchReport moved"):
+        assert old.BatchReport is BatchReport
+    with pytest.raises(AttributeError, match="NoSuchName"):
+        _ = old.NoSuchName
+
+
 def test_express_operator_old_path_warns_and_is_the_same_class() -> None:
     from airflow_trident.operators.express import ExpressBatchOperator
 
@@ -22,3 +34,19 @@ def test_transaction_attempt_old_path_is_the_same_class() -> None:
     from airflow_trident.coordination.attempt import TransactionAttempt as Old
 
     assert Old is TransactionAttempt
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "name"),
+    [("airflow_trident.operators.notes", "airflow_trident.tasks.notes", "run_note"),
+     ("airflow_trident.operators.notes", "airflow_trident.tasks.notes", "TridentNotesPlugin"),
+     ("airflow_trident.operators.steps", "airflow_trident.tasks.base", "TridentTask")],
+)  # fmt: skip
+def test_task_side_names_moved_to_tasks_warn_and_are_the_same(
+    old: str, new: str, name: str
+) -> None:
+    moved = getattr(importlib.import_module(new), name)
+    with pytest.warns(DeprecationWarning, match=rf"{old}\.{name} moved to {new}\.{name}"):
+        assert getattr(importlib.import_module(old), name) is moved
+    with pytest.raises(AttributeError, match="NoSuchName"):
+        _ = importlib.import_module(old).NoSuchName
