@@ -14,7 +14,6 @@ and on Spark ``local[2]``. The long run: ``bash scripts/source-chaos.sh --profil
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -54,26 +53,28 @@ def test_file_log_chaos_in_process_is_exact(url: str, seed: int, tmp_path: Path)
 
 
 @pytest.mark.parametrize(
-    ("source", "mode"),
+    ("backend", "source", "mode"),
     [
-        # the transactional table source stays in the test command in process (above) and
-        # through the file log on Spark: its Spark runs are their own tier (TRIDENT_LONG=1)
-        pytest.param("table", "transactional", marks=pytest.mark.long),
-        # the opaque table source on Spark: the test command runs opaque batches on Spark in
-        # tests/testing/test_schedule.py and the Kafka opaque spout's Spark test
-        pytest.param("table", "opaque", marks=pytest.mark.long),
-        ("file_log", "transactional"),
+        ("sqlite", "file_log", "transactional"),
+        # the long tier's (TRIDENT_LONG=1): Spark with PostgreSQL state (the test command runs
+        # it in tests/runtime/test_commit_shape.py and the replay profile below), the table
+        # source on Spark (in process above; opaque batches on Spark in test_schedule.py and the
+        # Kafka opaque spout's Spark test)
+        pytest.param("postgresql", "file_log", "transactional", marks=pytest.mark.long),
+        *(pytest.param(b, "table", m, marks=pytest.mark.long)
+          for b in ("sqlite", "postgresql") for m in ("transactional", "opaque")),
     ],
-)
+)  # fmt: skip
 def test_source_chaos_on_spark_is_exact(
-    url: str, source: str, mode: str, tmp_path: Path, spark: Any
+    backend: str, source: str, mode: str, tmp_path: Path, spark: Any, request: pytest.FixtureRequest
 ) -> None:
     from airflow_trident.batch.on_spark import process_on_spark
 
-    if url.startswith("postgresql") and os.environ.get("TRIDENT_LONG") != "1":
-        # Spark with PostgreSQL state: tests/runtime/test_commit_shape.py and the replay
-        # profile below run it in the test command
-        pytest.skip("its own command: bash scripts/long-test.sh")
+    url = (
+        str(request.getfixturevalue("pg_url"))
+        if backend == "postgresql"
+        else f"sqlite:///{tmp_path}/chaos.db"
+    )
     # the session-wide Spark has the JDBC driver on its spark.jars (tests/harness/jars.py)
     config = SourceChaosConfig(seed=5, mode=mode, source=source, batches=8)
     report = run_source_chaos(
