@@ -48,6 +48,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -217,15 +218,38 @@ _catalogs: dict[tuple[str, tuple[tuple[str, str], ...]], Any] = {}
 _lock = threading.Lock()
 
 
+_CATALOG_TABLE_RACE_TRIES = 5
+
+
 def load_catalog(name: str, props: Mapping[str, str]) -> Any:
     """The pyiceberg catalog ``name`` with ``props``, one per process and properties (a SQL
-    catalog keeps its engine)."""
+    catalog keeps its engine).
+
+    A new SQL catalog's first users race to make its tables (the commit partitions of a Spark
+    commit, each in its own Python worker): pyiceberg checks that ``iceberg_tables`` is absent,
+    then creates it, and a process that loses the race fails with "table iceberg_tables already
+    exists" (SQLite) or a duplicate ``pg_type`` key (PostgreSQL). Such a failure is asked again:
+    the next check finds the tables the winner made."""
     key = (name, tuple(sorted(props.items())))
     with _lock:
         catalog = _catalogs.get(key)
         if catalog is None:
             from pyiceberg.catalog import load_catalog as pyiceberg_load_catalog
+            from sqlalchemy.exc import DBAPIError
 
-            catalog = pyiceberg_load_catalog(name, **props)
+            for tries_left in range(_CATALOG_TABLE_RACE_TRIES - 1, -1, -1):
+                try:
+                    catalog = pyiceberg_load_catalog(name, **props)
+                    break
+                except DBAPIError as exc:
+                    if tries_left == 0 or not _lost_the_table_race(exc):
+                        raise
+                    time.sleep(0.05)
             _catalogs[key] = catalog
         return catalog
+
+
+def _lost_the_table_race(exc: Exception) -> bool:
+    """Whether ``exc`` says another process made a catalog table first."""
+    text = str(exc).lower()
+    return "already exists" in text or ("duplicate key" in text and "pg_type" in text)

@@ -32,17 +32,14 @@ print(json.dumps({"total": total, "stopped_inside": inside,
 """
 
 
-def test_remote_session_answers_queries_and_is_stopped_after_the_block(tmp_path: Path) -> None:
-    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        pytest.skip("Java is not installed: a Spark Connect server needs a JVM")
+def test_remote_session_answers_queries_and_is_stopped_after_the_block(connect_url: str) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SPARK_CONNECT")}
-    # Given a running Spark Connect server
-    with running_connect_server(tmp_path / "connect") as url:
-        # When a block runs a query on the session remote_session opens
-        done = subprocess.run(
-            [sys.executable, "-c", CHILD, url],
-            capture_output=True, text=True, timeout=180, env=env, check=False,
-        )  # fmt: skip
+    # Given a running Spark Connect server (the test session's: stopping a session leaves it up)
+    # When a block runs a query on the session remote_session opens
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, connect_url],
+        capture_output=True, text=True, timeout=180, env=env, check=False,
+    )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     # Then the server answered, the session is stopped once the block ends, and pyspark's
