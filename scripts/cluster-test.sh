@@ -17,4 +17,4 @@ trap stop_cluster EXIT
 bash scripts/cluster.sh start || exit 1
 eval "$(bash scripts/cluster.sh env)"
 export TRIDENT_CLUSTER=1
-timed_pytest cluster-test -q -m cluster tests/cluster "$@"
+timed_pytest cluster-test -q --durations=20 -m cluster tests/cluster "$@"

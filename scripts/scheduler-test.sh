@@ -9,4 +9,4 @@ set -uo pipefail
 # shellcheck source=scripts/env.sh
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 export TRIDENT_SCHEDULER=1
-timed_pytest scheduler-test -q -p no:cacheprovider -m scheduler tests/e2e "$@"
+timed_pytest scheduler-test -q --durations=20 -p no:cacheprovider -m scheduler tests/e2e "$@"

@@ -25,7 +25,7 @@ from tests.harness.scheduler_faults import (
     run_scheduler_faults,
 )
 
-pytestmark = [pytest.mark.integration, pytest.mark.e2e]
+pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.solo]
 
 
 @pytest.mark.timeout(900)
