@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import shutil
 import time
 import uuid
@@ -604,9 +605,16 @@ class KafkaChaos:
             self.steps.begin(f"replay__{uuid.uuid4().hex[:12]}", txid)
             self.process(self.steps, txid)
         except SpoutEmitError as exc:
-            wanted = f"topic '{self.topic}' partition {part} offsets [{first}, {nxt})"
-            if wanted not in str(exc):
-                self._violation(f"replay of txid {txid} refused without naming {wanted}: {exc}")
+            # the first partition of the txid whose range is gone (in emit order) is named
+            named = re.search(rf"topic '{self.topic}' partition (\d+) offsets \[(\d+), (\d+)\)",
+                              str(exc))  # fmt: skip
+            gone = {
+                (p, f, n) for p, done in self.ranges.items() for t, f, n, _ in done
+                if t == txid and f < self.deleted.get(p, 0)
+            }  # fmt: skip
+            if named is None or tuple(int(g) for g in named.groups()) not in gone:
+                self._violation(f"replay of txid {txid} refused without naming one of its "
+                                f"deleted ranges {sorted(gone)}: {exc}")  # fmt: skip
             self.report.refused["SpoutEmitError (aged out)"] += 1
             return
         except Exception as exc:
