@@ -16,8 +16,15 @@
 #
 #   bash scripts/source-chaos.sh                                 # 200 batches each, random seed
 #   bash scripts/source-chaos.sh --seed 7 --runtime local        # replay a seed in-process only
+#   bash scripts/source-chaos.sh --source kafka --backend postgresql --seed 35   # Kafka
 #   bash scripts/source-chaos.sh --profile replay --runtime spark --backend postgresql \
 #       --mode transactional --seed 32                           # one combination (~30 min)
+#
+# The Kafka schedule (issues 35 and 36, --source kafka): KafkaSpout and OpaqueKafkaSpout over
+# a broker the schedule starts, kills and restarts itself (never the shared one), with records
+# produced during batches, partitions added, aborted transactions, delete_records retention,
+# malformed records and Kafka sink commits dying at each point; states key by key and the sink's
+# read_committed records per txid checked after every commit (tests/harness/kafka_chaos.py).
 #
 # Prints one summary line per schedule (keys different must be 0); exit code 0 when all are
 # exact. Holds /tmp/heavy.lock (Spark).

@@ -403,7 +403,7 @@ class _Kafka:
             meta["topic"], int(meta["partition"]), int(meta["first"]), int(meta["next"]),
             self._parser(self._where(attempt, pid)), config,
             spark_options(config, self.isolation),
-            None if records is None else int(records), self.timeout_s,
+            None if records is None else int(records), self.timeout_s, self.isolation,
         )  # fmt: skip
 
     def _emit(self, attempt: TransactionAttempt, collector: Collector, meta: Any) -> None:

@@ -171,6 +171,8 @@ class KafkaRange:
     spark_options: Mapping[str, str]
     records: int | None = None
     timeout_s: float = 30.0
+    isolation: str = "read_committed"
+    """The spout's isolation level: the in-process read's, as Spark's ``spark_options``."""
     _rows: list[Row] | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -192,7 +194,7 @@ class KafkaRange:
             from airflow_trident.spout.kafka_client import read_range
 
             raws = read_range(self.config, self.topic, self.partition, self.first, self.next,
-                              self.timeout_s, self.where)  # fmt: skip
+                              self.timeout_s, self.where, self.isolation)  # fmt: skip
             rows = [self.parser.parse(raw) for raw in raws]
             self._rows = [r for r in rows if r is not None]
         return self._rows

@@ -184,6 +184,8 @@ class KafkaClusterNode(_PrivateServer):
         data = self.workdir / "data"
         data.mkdir(parents=True, exist_ok=True)
         p = self.port
+        rf = min(3, len(self.voters.split(",")))  # a 1-node cluster: internal topics of 1
+        isr = min(2, rf)
         (self.workdir / "server.properties").write_text(
             "process.roles=broker,controller\n"
             f"node.id={self.node_id}\n"
@@ -195,13 +197,13 @@ class KafkaClusterNode(_PrivateServer):
             "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT\n"
             f"log.dirs={data}\n"
             "auto.create.topics.enable=false\n"
-            "offsets.topic.replication.factor=3\n"
+            f"offsets.topic.replication.factor={rf}\n"
             "offsets.topic.num.partitions=4\n"
-            "transaction.state.log.replication.factor=3\n"
-            "transaction.state.log.min.isr=2\n"
+            f"transaction.state.log.replication.factor={rf}\n"
+            f"transaction.state.log.min.isr={isr}\n"
             "transaction.state.log.num.partitions=4\n"
-            "share.coordinator.state.topic.replication.factor=3\n"
-            "share.coordinator.state.topic.min.isr=2\n"
+            f"share.coordinator.state.topic.replication.factor={rf}\n"
+            f"share.coordinator.state.topic.min.isr={isr}\n"
             "group.initial.rebalance.delay.ms=0\n"
             "log.retention.check.interval.ms=5000\n"
         )
@@ -239,7 +241,9 @@ class KafkaClusterNode(_PrivateServer):
 
 class PrivateKafkaCluster:
     """Three (``size``) KRaft nodes on free loopback ports, data under
-    ``<workdir>/kafka_cluster/node<i>``; :attr:`bootstrap` lists every node."""
+    ``<workdir>/kafka_cluster/node<i>``; :attr:`bootstrap` lists every node. Internal topics
+    are replicated ``min(3, size)`` times (``size=1``: a throw-away single broker a test may
+    kill and restart, as the Kafka source-chaos schedule does)."""
 
     def __init__(self, workdir: str | Path, size: int = 3) -> None:
         base = Path(workdir).resolve() / "kafka_cluster"

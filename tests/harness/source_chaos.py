@@ -6,7 +6,12 @@ ranges read by the executors through JDBC, files read by Spark)::
 
     python -m tests.harness.source_chaos --seed S --batches N [--runtime local|spark|both]
         [--backend sqlite|postgresql|both] [--mode transactional|opaque|both]
-        [--profile base|replay]
+        [--profile base|replay] [--source table|file_log|kafka|both]
+
+``--source kafka`` (issues 35 and 36) runs the Kafka schedule (:mod:`tests.harness.kafka_chaos`):
+``KafkaSpout`` (transactional) and ``OpaqueKafkaSpout`` over a topic of a broker the schedule
+starts, kills and restarts itself, into the SQL states and a Kafka sink checked record by record
+(``both`` is the table and the file log, as before).
 
 ``--profile replay`` (issue 32) runs the table source's replay profile instead: committed txids
 replayed (older ones too) through the lifecycle and into each state, deployments with another
@@ -92,7 +97,7 @@ def run_all(
 ) -> list[SourceChaosReport]:
     if profile == "replay":
         sources = ("table",)
-    cases = [(s, m) for s in sources for m in modes if s == "table" or m == "transactional"]
+    cases = [(s, m) for s in sources for m in modes if s != "file_log" or m == "transactional"]
     reports = []
     for runtime in runtimes:
         with contextlib.ExitStack() as stack:
@@ -129,7 +134,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--runtime", choices=["local", "spark", "both"], default="both")
     parser.add_argument("--backend", choices=["sqlite", "postgresql", "both"], default="both")
     parser.add_argument("--mode", choices=[*MODES, "both"], default="both")
-    parser.add_argument("--source", choices=["table", "file_log", "both"], default="both")
+    parser.add_argument("--source", choices=["table", "file_log", "kafka", "both"], default="both")
     parser.add_argument("--profile", choices=["base", "replay"], default="base")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.ERROR)
@@ -147,12 +152,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     reports = run_all(seed, args.batches, runtimes, backends, modes, sources, args.profile)
     print(f"\nsummary (started {started}, seed {seed}, profile {args.profile})")
     for r in reports:
-        unit = "files" if r.config.source == "file_log" else "rows"
+        if r.config.source == "kafka":
+            print(f"  {r.label} {r.config.mode} faults: {dict(sorted(r.faults.items()))}")
+            print(f"  {r.label} {r.config.mode} refused: {dict(sorted(r.refused.items()))}")
+    for r in reports:
+        unit = {"file_log": "files", "kafka": "records"}.get(r.config.source, "rows")
+        kafka = r.config.source == "kafka"
         print(
             f"  {r.label:<27} mode={r.config.mode:<13} seed={r.config.seed} batches={r.batches} "
             f"{unit}={r.rows} faults={sum(r.faults.values())} "
             f"refused={sum(r.refused.values())} keys different={len(r.differences)} "
             + (f"rows different={r.rows_different} " if r.config.sinks else "")
+            + (
+                f"lost(opaque)={r.lost} sink records={r.sink_records} sink records different="
+                f"{r.rows_different} "
+                if kafka
+                else ""
+            )
             + f"violations={len(r.violations)} ({r.elapsed_s:.0f}s)"
         )
     return 0 if all(r.ok for r in reports) else 1

@@ -91,6 +91,7 @@ from airflow_trident.topology import TridentTopology
 __all__ = ["SOURCE_FAULTS", "SourceChaosConfig", "SourceChaosReport", "run_source_chaos"]
 
 MODES = ("transactional", "opaque")
+SOURCES = ("table", "file_log", "kafka")
 SPOUT = "events"
 STATES = ("counts", "sums")
 SINKS = ("iceberg", "delta")
@@ -122,7 +123,8 @@ SOURCE_FAULTS: dict[str, str] = {
     "redeploy": "the topology deployed again with another parallelism_hint between batches",
     "redeploy_before_retry": "deployed again with another hint after an attempt wrote states",
 }
-"""Fault kind -> what it simulates."""
+"""Fault kind -> what it simulates (the Kafka schedule's: :data:`~tests.harness.kafka_chaos.
+KAFKA_FAULTS`, merged in below)."""
 
 Process = Callable[[BatchSteps, int], Any]
 
@@ -139,9 +141,12 @@ class SourceChaosConfig:
         ``transactional`` (table source, transactional states) or ``opaque``
         (``as_opaque()``, opaque states).
     source:
-        ``table`` (a database table) or ``file_log`` (a transactional file log: files landing
+        ``table`` (a database table), ``file_log`` (a transactional file log: files landing
         during batches, a partition directory vanishing and returning, the landing root
-        briefly missing, malformed and mistyped records; ``mode`` must be transactional).
+        briefly missing, malformed and mistyped records; ``mode`` must be transactional) or
+        ``kafka`` (a topic of a broker the schedule owns, read by ``KafkaSpout`` or
+        ``OpaqueKafkaSpout``, into the SQL states and a Kafka sink:
+        :mod:`tests.harness.kafka_chaos`).
     batches:
         Txids committed under faults (then the table is drained without faults).
     fault_rate:
@@ -158,6 +163,9 @@ class SourceChaosConfig:
         Batches of 1 row, a few, or thousands (``max_rows`` must hold them).
     sinks:
         Append sinks of every row besides the aggregated states: ``iceberg``, ``delta``.
+    broker_kills:
+        The Kafka schedule's chance, at each of a batch's begin, first process and commit, that
+        its broker is killed there (and restarted).
     """
 
     seed: int
@@ -171,13 +179,14 @@ class SourceChaosConfig:
     redeploys: float = 0.0
     sizes: bool = False
     sinks: tuple[str, ...] = ()
+    broker_kills: float = 0.02
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             msg = f"unknown source-chaos mode {self.mode!r}: use one of {', '.join(MODES)}"
             raise ConfigurationError(msg)
-        if self.source not in ("table", "file_log"):
-            msg = f"unknown source {self.source!r}: use 'table' or 'file_log'"
+        if self.source not in SOURCES:
+            msg = f"unknown source {self.source!r}: use one of {', '.join(SOURCES)}"
             raise ConfigurationError(msg)
         if self.source == "file_log" and self.mode != "transactional":
             msg = "the file log schedule runs the transactional file log (mode='transactional')"
@@ -249,6 +258,10 @@ class SourceChaosReport:
     """Committed batches by rows read: ``0``, ``1``, ``2-9``, ``10-999``, ``1000+``."""
     shapes: Counter[str] = field(default_factory=Counter)
     """Commits whose sink partition count differed from the deployment's hint."""
+    lost: int = 0
+    """Kafka, opaque: valid records an opaque batch skipped as gone (deleted), accounted."""
+    sink_records: int = 0
+    """Kafka: the records a ``read_committed`` consumer read from the Kafka sink's topic."""
 
     @property
     def ok(self) -> bool:
@@ -258,7 +271,7 @@ class SourceChaosReport:
     def summary(self, limit: int = 12) -> str:
         """The report as text."""
         c = self.config
-        unit = "files" if c.source == "file_log" else "rows"
+        unit = {"file_log": "files", "kafka": "records"}.get(c.source, "rows")
         lines = [
             f"source chaos {self.label or c.source} seed={c.seed} mode={c.mode}: {self.batches} "
             f"batches committed, {self.rows} {unit}, in {self.elapsed_s:.1f}s; replay: "
@@ -267,6 +280,13 @@ class SourceChaosReport:
             f"  refused as expected: {dict(sorted(self.refused.items()))}",
             f"  keys different from the reference: {len(self.differences)}",
         ]
+        if c.source == "kafka":
+            lines[-1:] = [
+                f"  records lost by opaque (deleted before read, accounted): {self.lost}",
+                f"  sink records read (read_committed): {self.sink_records}",
+                f"  keys or sink records different from the reference: {len(self.differences)} "
+                f"checks found differences, {self.rows_different} sink records at worst",
+            ]
         if c.shaped or c.sizes:
             lines[-1:] = [
                 f"  replays: {dict(sorted(self.replays.items()))}",
@@ -1103,15 +1123,31 @@ def run_source_chaos(
     label: str = "",
     echo: Callable[[str], None] = print,
     keep: bool = False,
+    broker: Any = None,
 ) -> SourceChaosReport:
     """Run one source-chaos schedule over a table in the ``state_url`` database (its states
     live there too) and return its report (see the module docstring).
 
     ``store``: the coordinator store (default: a memory store); ``process(steps, txid)``: the
     runtime (default: in-process); ``staging``: the staging directory. Tables are dropped
-    afterwards unless ``keep`` or the report is not ok.
+    afterwards unless ``keep`` or the report is not ok. ``broker``: the Kafka schedule's
+    :class:`~tests.harness.kafka.PrivateKafkaCluster` (default: it starts one of its own).
     """
     name = f"chaos_{config.mode[:2]}_{uuid.uuid4().hex[:8]}"
+    if config.source == "kafka":
+        from tests.harness.kafka_chaos import KafkaChaos
+
+        kchaos = KafkaChaos(
+            config, state_url, process or (lambda steps, txid: steps.process_local(txid)),
+            store if store is not None else MemoryCoordinatorStore(name), staging, name, echo,
+            broker,
+        )  # fmt: skip
+        kchaos.report.label = label
+        found = kchaos.run()
+        if found.ok and not keep:
+            kchaos.drop()
+        echo(found.summary())
+        return found
     kind: type[_Chaos] = _FileChaos if config.source == "file_log" else _Chaos
     chaos = kind(
         config,
@@ -1128,3 +1164,13 @@ def run_source_chaos(
         chaos.drop()
     echo(report.summary())
     return report
+
+
+def _kafka_faults() -> None:
+    from tests.harness.kafka_chaos import KAFKA_FAULTS
+
+    for kind, what in KAFKA_FAULTS.items():
+        SOURCE_FAULTS.setdefault(kind, what)
+
+
+_kafka_faults()

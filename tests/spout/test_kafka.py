@@ -171,6 +171,34 @@ def test_aborted_transactions_are_never_emitted_and_ranges_are_offsets(
     assert [r[-3] for r in rows] == [0, 4]  # markers at 1, 3, 5; the aborted record at 2
 
 
+def test_read_uncommitted_emits_the_aborted_records_in_process(
+    kafka_bootstrap: str, topic: str
+) -> None:
+    # found beside the Kafka source-chaos schedule: the in-process read ignored the spout's
+    # isolation (always read_committed) while Spark's read used it
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": kafka_bootstrap, "transactional.id": topic})
+    producer.init_transactions(30)
+    for word, abort in (("kept", False), ("aborted", True)):
+        producer.begin_transaction()
+        for partition in (0, 1):
+            producer.produce(topic, value=json.dumps({"w": word}), partition=partition)
+        if abort:
+            producer.flush(30)
+            producer.abort_transaction(30)
+        else:
+            producer.commit_transaction(30)
+    _wait_stable(kafka_bootstrap, topic, 4)  # each partition: 2 records, 2 markers
+    source = spout(KafkaSpout, kafka_bootstrap, topic, isolation="read_uncommitted")
+    steps = word_count(source, f"ku_{topic}")
+    # When a batch runs in process under read_uncommitted
+    report = steps.run_batch()
+    # Then the aborted record is emitted too, as a read_uncommitted consumer (and Spark) reads it
+    assert report.records_in == 4
+    assert counts(steps, ["kept", "aborted"]) == {"kept": 2, "aborted": 2}
+
+
 def _wait_stable(bootstrap: str, topic: str, end: int) -> None:
     from airflow_trident.spout.kafka_client import consumer, watermarks
 
