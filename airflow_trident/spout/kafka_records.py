@@ -35,7 +35,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_trident.errors import MalformedRecordError
+from airflow_trident.errors import MalformedRecordError, SpoutEmitError
 from airflow_trident.spout.file_records import RESCUED, parse_record
 from airflow_trident.spout.ranges import ReadSpec
 
@@ -201,6 +201,26 @@ class KafkaRange:
 
     def rows(self) -> Iterator[Row]:
         return iter(self._read())
+
+    def gone(self) -> SpoutEmitError | None:
+        """The in-process read's refusal of this range when the broker no longer holds its
+        first offset (retention or deletion removed it), else ``None``: asked by the Spark
+        runtime when a batch fails, so a replay of an aged-out range is refused alike on both
+        runtimes (Spark's connector fails with its own ``OffsetOutOfRangeException``)."""
+        if self.next <= self.first:
+            return None
+        from airflow_trident.spout.kafka_client import aged_out, consumer, watermarks
+
+        reader = consumer(self.config, self.isolation)
+        try:
+            held = watermarks(reader, self.topic, [self.partition], self.timeout_s)
+        finally:
+            reader.close()
+        low = held.get(self.partition)
+        if low is None or low[0] <= self.first:
+            return None
+        text = aged_out(self.where, self.topic, self.partition, self.first, self.next, low[0])
+        return SpoutEmitError(text)
 
     def read_spec(self) -> ReadSpec:
         options = {

@@ -14,7 +14,7 @@ import pytest
 
 from airflow_trident.batch.steps import BatchSteps
 from airflow_trident.coordination.memory import MemoryCoordinatorStore
-from airflow_trident.errors import MalformedRecordError
+from airflow_trident.errors import MalformedRecordError, SpoutEmitError
 from airflow_trident.operation import Count
 from airflow_trident.runtime.local import LocalBatchProcessor
 from airflow_trident.runtime.staging import StagingArea
@@ -205,3 +205,32 @@ def test_spark_fails_a_batch_naming_the_first_malformed_record_as_in_process(
     local, on_spark = _errors(spark, steps, txid, sources)
     assert on_spark == local
     assert f"topic {name!r} partition 0 offset 3:" in local
+
+
+def test_a_replay_of_an_aged_out_range_is_refused_on_spark_as_in_process(
+    kafka_bootstrap: str, spark: Any, tmp_path: Path
+) -> None:
+    # found by the Kafka source-chaos schedule (issue 35): on Spark the replay failed with the
+    # connector's OffsetOutOfRangeException (failOnDataLoss) instead of the documented refusal
+    from confluent_kafka import Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    from airflow_trident.batch.on_spark import process_on_spark
+
+    # Given txid 1 read offsets [0, 4) of a one-partition topic
+    name = unique_topic("kss_gone")
+    create_topic(kafka_bootstrap, name, partitions=1)
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    for i in range(4):
+        producer.produce(name, key=f"k{i % 2}", value=f"v{i}", partition=0)
+    producer.flush(30)
+    steps = _steps(_spout(KafkaSpout, kafka_bootstrap, name, "str"), name, staging=tmp_path)
+    assert steps.run_batch().records_in == 4
+    # When retention deletes offsets below 2 and txid 1 is replayed on Spark
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    for future in admin.delete_records([TopicPartition(name, 0, 2)]).values():
+        future.result(30)
+    steps.begin("replay", 1)
+    # Then the replay is refused with the in-process read's error: topic, partition, offsets
+    with pytest.raises(SpoutEmitError, match=rf"topic '{name}' partition 0 offsets \[0, 4\)"):
+        process_on_spark(steps, spark, 1, 0.0)

@@ -36,7 +36,7 @@ from pyspark.sql import types as T
 
 from airflow_trident.errors import ConfigurationError, MalformedRecordError, TridentError
 from airflow_trident.runtime.spark.python_ops import failure_text
-from airflow_trident.spout.kafka_records import KafkaReadSpec
+from airflow_trident.spout.kafka_records import KafkaRange, KafkaReadSpec
 from airflow_trident.spout.ranges import LineParse, PartitionRows, ReadSpec, SourceRange
 
 __all__ = [
@@ -45,6 +45,7 @@ __all__ = [
     "first_malformed",
     "native_partitions",
     "native_types",
+    "range_gone",
     "read_range",
     "read_spec",
 ]
@@ -427,6 +428,18 @@ def first_malformed(
 
     message = first_of(spark, specs)
     return None if message is None else MalformedRecordError(message)
+
+
+def range_gone(parts: Sequence[PartitionRows]) -> TridentError | None:
+    """The refusal of the first range of ``parts`` (in the in-process runtime's order) whose
+    records the source no longer holds (a Kafka range aged out by retention), ``None`` when
+    every one is still held: asked when a batch fails on Spark, so the batch fails with the
+    error the in-process read raises instead of the connector's."""
+    for rows in parts:
+        for source in rows.ranges:
+            if isinstance(source, KafkaRange) and (error := source.gone()) is not None:
+                return error
+    return None
 
 
 def _done(observation: Any) -> bool:

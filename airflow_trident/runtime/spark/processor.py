@@ -43,7 +43,7 @@ from airflow_trident.runtime.spark.liveness import (
     fixed_commit_partitions,
     op_inputs,
 )
-from airflow_trident.runtime.spark.native import first_malformed
+from airflow_trident.runtime.spark.native import first_malformed, range_gone
 from airflow_trident.runtime.spark.python_ops import (
     SENTINEL,
     LocalStep,
@@ -236,6 +236,7 @@ class _Run:
         ]
         if ranged:
             self.result.first_malformed = functools.partial(first_malformed, self.spark, ranged)
+            self.result.range_gone = functools.partial(range_gone, ranged)
         for stage in self.stages:
             if _idle(stage, sources, idle):
                 idle.add(stage.id)

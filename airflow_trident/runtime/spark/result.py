@@ -80,6 +80,9 @@ class SparkProcessResult:
     first_malformed: Callable[[], MalformedRecordError | None] | None = None
     """The batch's first malformed record in the in-process order, read again by Spark (set
     when the sources have ranges whose tasks cannot tell: see ``native.first_malformed``)."""
+    range_gone: Callable[[], TridentError | None] | None = None
+    """The refusal of the batch's first range its source no longer holds (a Kafka range aged
+    out), asked when an action fails (see ``native.range_gone``)."""
 
     @property
     def records_in(self) -> int:
@@ -111,10 +114,23 @@ class SparkProcessResult:
                 raise self.malformed(exc) from exc
             raise
         except Exception as exc:
+            gone = self._gone()
+            if gone is not None:  # the in-process read's refusal, not the connector's error
+                raise gone from exc
             error = batch_failure(exc, self.txid)
             if isinstance(error, MalformedRecordError):
                 error = self.malformed(error)
             raise error from exc
+
+    def _gone(self) -> TridentError | None:
+        if self.range_gone is None:
+            return None
+        try:
+            return self.range_gone()
+        except Exception:  # the batch fails either way: with the error met
+            log.warning("txid %d: could not ask whether its ranges are still held", self.txid,
+                        exc_info=True)  # fmt: skip
+            return None
 
     def malformed(self, error: MalformedRecordError) -> MalformedRecordError:
         """The batch's first malformed record's error for ``error`` (the one a task, or a
