@@ -71,6 +71,7 @@ __all__ = [
     "PlannedFault",
     "SchedulerFaultConfig",
     "SchedulerFaultReport",
+    "SlotHolders",
     "main",
     "plan_faults",
     "run_scheduler_faults",
@@ -219,9 +220,9 @@ def plan_faults(rng: random.Random, config: SchedulerFaultConfig) -> list[Planne
     >>> config = SchedulerFaultConfig(seed=1, batches=10)
     >>> for fault in plan_faults(random.Random(1), config)[:3]:
     ...     print(fault)
-    PlannedFault(kind='clear_committed', at_committed=1, value=0.0)
     PlannedFault(kind='failed_run', at_committed=1, value=0.0)
-    PlannedFault(kind='commit_kill', at_committed=2, value=0.08)
+    PlannedFault(kind='commit_kill', at_committed=2, value=0.17)
+    PlannedFault(kind='clear_committed', at_committed=2, value=0.0)
     >>> plan_faults(random.Random(1), config) == plan_faults(random.Random(1), config)
     True
     """
@@ -233,9 +234,11 @@ def plan_faults(rng: random.Random, config: SchedulerFaultConfig) -> list[Planne
             at = rng.randint(low, max(low, high))
             faults.append(PlannedFault(kind, at, round(rng.uniform(*value), 2)))
 
-    # the express layout commits each batch right after processing it: a commit to kill is
-    # there early on, before all runs have ended
-    kill_last = last if config.layout != "express" else min(last, 2)
+    # a commit to kill must still be ahead when its turn comes: the standard layout's two txids
+    # before the end (the harness polls; two commits can land between two looks), the express
+    # layout's, which commits each batch right after processing it, early on (every run can
+    # have ended before a later turn)
+    kill_last = min(last, 2) if config.layout == "express" else max(1, last - 1)
     add("commit_kill", config.commit_kills, 1, kill_last, (0.0, 0.3))
     add("zookeeper_restart", config.zookeeper_restarts, 2, last, (1.0, 6.0))
     add("postgres_restart", config.postgres_restarts, 2, last, (1.0, 6.0))
@@ -256,6 +259,7 @@ class SchedulerFaultReport:
     config: SchedulerFaultConfig
     topology: str = ""
     wall_s: float = 0.0
+    planned: list[PlannedFault] = field(default_factory=list)
     injected: list[tuple[str, str]] = field(default_factory=list)
     not_injected: list[tuple[str, str]] = field(default_factory=list)
     cleared_committed: list[tuple[str, int]] = field(default_factory=list)
@@ -273,9 +277,20 @@ class SchedulerFaultReport:
     run_states: dict[str, str] = field(default_factory=dict)
 
     @property
+    def all_injected(self) -> bool:
+        """Every planned fault was injected (as many of each kind as planned)."""
+        planned = Counter(fault.kind for fault in self.planned)
+        return not self.not_injected and Counter(k for k, _ in self.injected) == planned
+
+    @property
     def ok(self) -> bool:
-        """No difference from the reference and no problem."""
-        return not self.differences and not self.problems and bool(self.keys_compared)
+        """Every planned fault injected, no difference from the reference and no problem."""
+        return (
+            self.all_injected
+            and not self.differences
+            and not self.problems
+            and bool(self.keys_compared)
+        )
 
     def summary(self) -> str:
         """The report, as the CLI prints it."""
@@ -287,7 +302,7 @@ class SchedulerFaultReport:
         lines = [
             f"seed={c.seed} batches={c.batches} max_active_batches={c.max_active_batches} "
             f"retries={c.retries} topology={self.topology} wall={self.wall_s:.1f}s",
-            "faults injected: "
+            f"faults planned {len(self.planned)}, injected {len(self.injected)}: "
             + (", ".join(f"{k}={kinds[k]}" for k in FAULT_KINDS if kinds[k]) or "none"),
             *(f"  {kind}: {detail}" for kind, detail in self.injected),
             *(f"  NOT INJECTED {kind}: {why}" for kind, why in self.not_injected),
@@ -320,6 +335,55 @@ class SchedulerFaultReport:
             f"{'OK' if self.ok else 'FAILED'} (seed={c.seed})",
         ]  # fmt: skip
         return "\n".join(lines)
+
+
+#: How long the same runs may hold every slot while the next txid's run is queued before the
+#: run is *stuck*: a waiting task's first look at txid-1's runs (STALL_CHECK_S), the grace a
+#: queued run gets (QUEUED_GRACE_S), the look that gives the slot back, and the scheduler's
+#: noticing the run failed (two looks' worth on shared cores).
+SLOT_HOLD_LIMIT_S = QUEUED_GRACE_S + 4 * STALL_CHECK_S
+
+
+@dataclass
+class SlotHolders:
+    """Whether the runs holding every slot while the next txid's run is queued keep them.
+
+    The product's waiting tasks give their slot back within about ``QUEUED_GRACE_S`` and a look
+    or two of seeing txid-1's run queued (:mod:`airflow_trident.batch.order`), and the
+    scheduler starts a queued run in *its* order (cleared runs first, then by ``run_after``,
+    the trigger time), not in txid order: a freed slot can go to another queued run (the
+    replay of a cleared committed run, or a later txid cleared at the same time, triggered a
+    moment earlier), and the next txid's run waits for the next hand-over. That is the product
+    working; *stuck* is the same runs holding every slot for longer than ``limit_s``. A change
+    of holders (one gave its slot back, or ended) starts the clock anew.
+
+    >>> slots = SlotHolders(limit_s=70.0)
+    >>> slots.stuck(["r5", "r6", "r7"], now=0.0), slots.stuck(["r7", "r6", "r5"], now=69.0)
+    (False, False)
+    >>> slots.stuck(["r5", "r6", "r7"], now=71.0)
+    True
+    >>> slots.stuck(["r6", "r7", "r8"], now=72.0)  # r5 gave its slot back: progress
+    False
+    >>> slots.reset()
+    >>> slots.stuck(["r6", "r7", "r8"], now=150.0)  # after a commit, a new wait starts
+    False
+    """
+
+    limit_s: float = SLOT_HOLD_LIMIT_S
+    holders: frozenset[str] = frozenset()
+    since: float | None = None
+
+    def stuck(self, holders: Sequence[str], now: float) -> bool:
+        """Whether ``holders`` (the running runs, every slot) have held them for ``limit_s``."""
+        current = frozenset(holders)
+        if self.since is None or current != self.holders:
+            self.holders, self.since = current, now
+            return False
+        return now - self.since > self.limit_s
+
+    def reset(self) -> None:
+        """No wait for slots now (a commit, or a free slot)."""
+        self.holders, self.since = frozenset(), None
 
 
 # ----------------------------------------------------------------------------------- the driver
@@ -355,7 +419,8 @@ class _Driver:
         self.known_txids: dict[str, int] = {}
         self.cleared: dict[str, int] = {}  # run -> txid it had when cleared
         self.handling: set[str] = set()  # failed on purpose, not cleared yet
-        self._stuck_since: float | None = None
+        self.slots = SlotHolders()  # who holds every slot while the next txid's run waits
+        self._looked_at_stall = 0.0
         self.yielded: dict[str, int] = {}  # failed at once, waiting for a stuck txid: run -> txid
         self._looked_at_failures = 0.0
         self._committed = 0
@@ -377,7 +442,7 @@ class _Driver:
         if value != self._committed:
             self._committed = value
             self._progress_at = time.monotonic()
-            self._stuck_since = None  # a commit ends a wait for slots; a later one starts anew
+            self.slots.reset()  # a commit ends a wait for slots; a later one starts anew
         return value
 
     def txids(self) -> dict[str, int]:
@@ -431,9 +496,12 @@ class _Driver:
         if time.monotonic() - self._looked_at_failures > 3.0:
             self._looked_at_failures = time.monotonic()
             self.handle_yielded()
-        if time.monotonic() - self._progress_at > self.config.stall_s:
-            self.unstick()
-            self._progress_at = time.monotonic()
+        stalled = time.monotonic() - self._progress_at > self.config.stall_s
+        if stalled and time.monotonic() - self._looked_at_stall > 5.0:
+            # a look every 5 s while no commit comes: who holds the slots, and for how long
+            self._looked_at_stall = time.monotonic()
+            if self.unstick():
+                self._progress_at = time.monotonic()
 
     def sleep(self, seconds: float) -> None:
         end = time.monotonic() + seconds
@@ -473,9 +541,14 @@ class _Driver:
             ]  # fmt: skip
             if found and self._kill_mid_commit(fault, target, *found[0]):
                 return
+            if self.all_done():
+                break
             self.tick()
             time.sleep(0.05)
-        self._skip("commit_kill", "no running commit of the next txid within 180s")
+        self._skip(
+            "commit_kill",
+            f"no running commit of the next txid within 180s (every run ended: {self.all_done()})",
+        )
 
     def _kill_mid_commit(
         self, fault: PlannedFault, txid: int, run_id: str, try_number: int, pid: int
@@ -777,63 +850,64 @@ class _Driver:
             f"txid {self.known_txids.get(r, '?')}: {' '.join(tasks)}" for r, tasks in by_run.items()
         )
 
-    def unstick(self) -> None:
-        """No commit for ``stall_s``: find the run of the next txid and why it does not run.
+    def unstick(self) -> bool:
+        """No commit for ``stall_s``: find the run of the next txid and why it does not run;
+        whether something was done (a clear), which starts the stall's clock anew.
 
         A run of the next txid that failed is cleared (an operator would). One that is queued
-        while ``max_active_batches`` other runs hold every slot waiting for it can never start:
-        a problem; the waiting runs are marked failed and cleared (the UI's "Mark as failed" and
-        "Clear") so that it can.
+        while ``max_active_batches`` other runs hold every slot waits for one of them to give
+        its slot back (:class:`SlotHolders`); when the same runs hold every slot for
+        :data:`SLOT_HOLD_LIMIT_S`, it can never start: a problem; those runs are marked failed
+        and cleared (the UI's "Mark as failed" and "Clear") so that it can.
         """
         committed = self.committed()
         target = committed + 1
         states = self.run_states()
         txids = self.txids()
         runs = [r for r, t in txids.items() if t == target]
-        self.log(f"no commit for {self.config.stall_s:g}s (committed {committed}); runs of txid "
-                 f"{target}: {[(r, states.get(r)) for r in runs]}")  # fmt: skip
+        poisoned = str(target) in self.poison.read_text().split()  # failing on purpose
         for run_id in runs:
             if (
                 states.get(run_id) == "failed"
+                and not poisoned
                 and run_id not in self.handling
                 and run_id not in self.yielded
             ):
+                self.log(f"no commit for {self.config.stall_s:g}s (committed {committed}); "
+                         f"txid {target}'s run {run_id} failed")  # fmt: skip
                 self.clear_failed(run_id)
-                return
+                return True
         queued = [r for r in runs if states.get(r) == "queued"]
         running = sorted(r for r, s in states.items() if s == "running")
-        stuck = queued and len(running) >= self.config.max_active_batches
-        if stuck and self._stuck_since is None:
-            # the waiting runs give their slots back within QUEUED_GRACE_S and a check or two
-            self._stuck_since = time.monotonic()
-            self.log(f"  run {queued[0]} of txid {target} is queued while {len(running)} runs "
-                     f"hold every slot: they should give their slots back")  # fmt: skip
-            return
-        if not stuck:
-            self._stuck_since = None
-        elif (
-            self._stuck_since is not None
-            and time.monotonic() - self._stuck_since < QUEUED_GRACE_S + 3 * STALL_CHECK_S
-        ):
-            return
-        if stuck:
-            waiting = {r: txids.get(r) for r in running}
-            problem = (
-                f"stuck: run {queued[0]} of txid {target} (the next to commit) stays queued while "
-                f"the max_active_batches={self.config.max_active_batches} running runs "
-                f"{waiting} hold every slot, waiting for txid {target} (its emit or its "
-                f"commit): it can never start. Worked around: those runs marked failed, cleared"
-            )
-            self.report.problems.append(problem)
-            self.log(f"PROBLEM {problem}")
-            self.log(f"  task states: {self.task_states([*queued, *running])}")
-            for run_id in running:
-                self.af.set_run_state(DAG_ID, run_id, "failed")
-            for run_id in running:
-                self.af.clear_run(DAG_ID, run_id)
-                self.cleared.setdefault(run_id, txids.get(run_id) or 0)
-            return
-        self.log("  nothing to un-stick yet")
+        if not queued or len(running) < self.config.max_active_batches:
+            self.slots.reset()
+            return False
+        before = self.slots.holders
+        if not self.slots.stuck(running, time.monotonic()):
+            if self.slots.holders != before:
+                holders = {r: txids.get(r) for r in running}
+                self.log(f"no commit for {self.config.stall_s:g}s (committed {committed}): run "
+                         f"{queued[0]} of txid {target} is queued while runs {holders} hold "
+                         f"every slot: one should give its slot back")  # fmt: skip
+            return False
+        waiting = {r: txids.get(r) for r in running}
+        problem = (
+            f"stuck: run {queued[0]} of txid {target} (the next to commit) stays queued while "
+            f"the max_active_batches={self.config.max_active_batches} running runs {waiting} "
+            f"held every slot for {self.slots.limit_s:g}s, waiting for txid {target} (its emit "
+            f"or its commit): it can never start. Worked around: those runs marked failed, "
+            f"cleared"
+        )
+        self.report.problems.append(problem)
+        self.log(f"PROBLEM {problem}")
+        self.log(f"  task states: {self.task_states([*queued, *running])}")
+        for run_id in running:
+            self.af.set_run_state(DAG_ID, run_id, "failed")
+        for run_id in running:
+            self.af.clear_run(DAG_ID, run_id)
+            self.cleared.setdefault(run_id, txids.get(run_id) or 0)
+        self.slots.reset()
+        return True
 
 
 def _attempt_number(log: Path) -> int:
@@ -1006,7 +1080,7 @@ def run_scheduler_faults(
     plan = plan_faults(rng, config)
     data = config.data()
     topology = f"sched_faults_{config.seed}_{uuid.uuid4().hex[:6]}"
-    report = SchedulerFaultReport(config=config, topology=topology)
+    report = SchedulerFaultReport(config=config, topology=topology, planned=plan)
     echo(f"seed={config.seed} batches={config.batches} layout={config.layout} work dir "
          f"{work_dir}; planned faults: "
          + ", ".join(f"{f.kind}@{f.at_committed}" for f in plan))  # fmt: skip
