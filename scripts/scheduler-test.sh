@@ -2,9 +2,10 @@
 # The real-scheduler tier (pytest marker `scheduler`, tests/e2e/): tests of one feature each
 # under a whole Airflow (scheduler, DAG processor, triggerer, API server): pipelined runs and a
 # UI clear, the express layout with `schedule="on_data"`, files landing while batches run, a
-# running run's txid in the Trident tab, a new topology's first pipelined commits, the express
-# twin of the short real-scheduler fault run (the test command keeps the standard one). Runs them with TRIDENT_SCHEDULER=1.
-# Extra arguments go to pytest. ~15 min on 2 cores.
+# running run's txid in the Trident tab, a new topology's first pipelined commits, Kafka through
+# every way in (spark-submit, retry, clear, backfill, on_data). The test command keeps the
+# standard short real-scheduler fault run. Runs them with TRIDENT_SCHEDULER=1.
+# Extra arguments go to pytest. ~21 min on 2 cores.
 set -uo pipefail
 # shellcheck source=scripts/env.sh
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"

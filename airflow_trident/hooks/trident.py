@@ -59,6 +59,7 @@ from airflow_trident.hooks.connections import install as install_connections
 from airflow_trident.hooks.state_store import StateStoreHook
 from airflow_trident.hooks.zookeeper import ZooKeeperHook
 from airflow_trident.runtime.reference import load_topology
+from airflow_trident.spout.executor import EmitsInTxidOrder, OpaqueBatches, PartitionedBatches
 from airflow_trident.state.binding import StateBinding
 
 __all__ = ["BatchReadiness", "TridentHook", "missing_connection"]
@@ -88,6 +89,27 @@ class BatchReadiness:
     def is_ready(self) -> bool:
         """Whether every spout is ready for the next batch."""
         return self.coordinator.is_ready()
+
+    def settled(self, txid: int) -> bool:
+        """Whether :meth:`is_ready` accounts for batch ``txid``: it is committed, or every
+        partitioned spout has emitted it. A partitioned spout's readiness looks after its
+        newest *emitted* batch: between a batch's begin and its emit, the records it is about
+        to take still look new (``txid`` 0, none begun: settled)."""
+        if txid <= self.store.committed_txid():
+            return True
+        for name, spout in self.coordinator.spouts.items():
+            if isinstance(spout, EmitsInTxidOrder):
+                if not spout.emitted(txid):
+                    return False
+            elif isinstance(spout, OpaqueBatches):
+                meta = self.store.get_meta(name, txid)
+                if meta is None:
+                    return False
+                fixed = spout.batch_partitions(txid, meta) if isinstance(
+                    spout, PartitionedBatches) else {}  # fmt: skip
+                if any(v is None for v in fixed.values()):
+                    return False
+        return True
 
 
 class TridentHook(BaseHook):

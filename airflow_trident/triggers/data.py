@@ -11,7 +11,13 @@ batch behind a failed run is skipped).
 It fires once per batch's worth of data: after an event it waits until a batch begins (ZooKeeper's
 current txid moves on) before it fires again, so data that stays ready while its run starts
 queues one run, not one per poll; and if no batch began ``refire_s`` seconds after an event
-(the run was skipped, or the DAG paused), it fires again. Only ids are serialised.
+(the run was skipped, or the DAG paused), it fires again. The readiness counts only once the
+newest begun batch is *settled* (committed, or emitted by every partitioned spout,
+:meth:`~airflow_trident.hooks.trident.BatchReadiness.settled`): a partitioned spout (file log,
+Kafka) looks for records after its newest emitted batch, so between a batch's begin and its
+emit — the ``spark-submit`` start of the standard layout's process task — the records that
+batch is about to take would look new and queue a run with nothing to read. Only ids are
+serialised.
 """
 
 from __future__ import annotations
@@ -30,11 +36,18 @@ __all__ = ["NewDataTrigger", "should_fire"]
 
 
 def should_fire(
-    *, ready: bool, current_txid: int, fired_txid: int | None, since_fired_s: float, refire_s: float
+    *,
+    ready: bool,
+    current_txid: int,
+    fired_txid: int | None,
+    since_fired_s: float,
+    refire_s: float,
+    settled: bool = True,
 ) -> bool:
-    """Whether the trigger fires now: the spouts are ready and either it never fired, a batch
-    began since it last fired (``current_txid`` moved past ``fired_txid``), or ``refire_s``
-    passed since then with no batch begun.
+    """Whether the trigger fires now: the spouts are ready, the newest begun batch is
+    ``settled`` (their readiness accounts for it), and either it never fired, a batch began
+    since it last fired (``current_txid`` moved past ``fired_txid``), or ``refire_s`` passed
+    since then with no batch begun.
 
     >>> should_fire(ready=True, current_txid=4, fired_txid=None, since_fired_s=0, refire_s=60)
     True
@@ -42,10 +55,13 @@ def should_fire(
     False
     >>> should_fire(ready=True, current_txid=5, fired_txid=4, since_fired_s=1, refire_s=60)
     True
+    >>> should_fire(ready=True, current_txid=5, fired_txid=4, since_fired_s=1, refire_s=60,
+    ...             settled=False)
+    False
     >>> should_fire(ready=False, current_txid=5, fired_txid=4, since_fired_s=99, refire_s=60)
     False
     """
-    if not ready:
+    if not ready or not settled:
         return False
     if fired_txid is None or current_txid != fired_txid:
         return True
@@ -96,14 +112,17 @@ class NewDataTrigger(BaseEventTrigger):
             hook = TridentHook(zookeeper_conn_id=self.zookeeper_conn_id)
             handle = await asyncio.to_thread(session.enter_context, hook.readiness(self.topology))
 
-            def look() -> tuple[bool, int]:
-                return handle.is_ready(), handle.store.current_txid()
+            def look() -> tuple[bool, int, bool]:
+                ready = handle.is_ready()  # then the txid: a batch begun meanwhile is unsettled
+                current = handle.store.current_txid()
+                return ready, current, ready and handle.settled(current)
 
             while True:
-                ready, current = await asyncio.to_thread(look)
+                ready, current, settled = await asyncio.to_thread(look)
                 if should_fire(
                     ready=ready, current_txid=current, fired_txid=fired_txid,
                     since_fired_s=time.monotonic() - fired_at, refire_s=self.refire_s,
+                    settled=settled,
                 ):  # fmt: skip
                     fired_txid, fired_at = current, time.monotonic()
                     self.log.info(

@@ -1,6 +1,7 @@
 """The event-driven start's trigger (``schedule="on_data"``) against a real ZooKeeper and a
 file log: it fires when a file lands, once per batch's worth of data (not again until a batch
-begins), and again when a batch began and more data landed."""
+begins, nor while the begun batch is not emitted: the data it is about to take is not new), and
+again when a batch was emitted and more data landed."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ from typing import Any
 
 import pytest
 
+from airflow_trident.batch.steps import BatchSteps
 from airflow_trident.coordination.client import ZkConfig
 from airflow_trident.coordination.store import CoordinatorStore
+from airflow_trident.runtime.reference import load_topology
 from airflow_trident.triggers.data import NewDataTrigger
 from tests.harness.file_log import land
 from tests.hooks.conftest import SetConnection
@@ -70,8 +73,12 @@ def test_new_data_trigger_fires_once_per_landing_and_after_a_batch_begins(
             seen.append(await _next(events, guard_s=60))
             # While no batch began, Then no second event for the same data
             seen.append(await _quiet(events))
-            # When a batch began (txid 1) and another file landed, Then an event again
-            zk_store.allocate_txid()
+            # When a batch began (txid 1), not emitted yet, Then no event for the file it takes
+            steps = BatchSteps(load_topology(trigger.topology), zk_store, None)
+            assert steps.begin(None)["txid"] == 1
+            seen.append(await _quiet(events))
+            # When it was emitted and another file landed, Then an event again
+            steps.emit(steps.plan(1))
             land(tmp_path, "p0", "0002.jsonl", ["c"])
             seen.append(await _next(events, guard_s=60))
         finally:
@@ -79,10 +86,11 @@ def test_new_data_trigger_fires_once_per_landing_and_after_a_batch_begins(
             await asyncio.gather(consumer, return_exceptions=True)
         return seen
 
-    quiet_empty, first, quiet_same, second = asyncio.run(scenario())
+    quiet_empty, first, quiet_same, quiet_begun, second = asyncio.run(scenario())
     assert quiet_empty is True
     assert first == {"topology": trigger.topology, "after_txid": 0}
     assert quiet_same is True
+    assert quiet_begun is True
     assert second == {"topology": trigger.topology, "after_txid": 1}
     # and the trigger serialises only ids (the triggerer rebuilds it from them)
     path, kwargs = trigger.serialize()
