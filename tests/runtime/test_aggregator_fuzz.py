@@ -51,7 +51,7 @@ import pyarrow as pa
 import pytest
 
 hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
+from hypothesis import HealthCheck, Phase, event, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from airflow_trident.errors import TridentError  # noqa: E402
@@ -639,6 +639,7 @@ case = st.tuples(examples(), partitions, st.lists(st.integers(1, 8), max_size=3)
 def test_the_row_path_gives_the_in_process_tuples_state_errors_and_calls(example: Any) -> None:
     agg, parts, cuts = example
     reference = formed(in_process(agg, parts, "fuzz_agg"), ordered=True)
+    event(f"{agg.code.kind} {agg.shape}: {reference[0]}")
     got = formed(on_row_path(agg, parts, cuts, "fuzz_agg"), ordered=True)
     assert got == reference, f"the row path differs from in process for\n{agg}\n{parts!r}"
 
@@ -839,6 +840,7 @@ def test_windows_on_the_row_path_give_the_in_process_results_and_errors(example:
     window, cuts = example
     store = sql_window_store("sqlite://", table="fuzz_window")
     reference = windows_formed(window_in_process(window, store), True)
+    event(f"{type(window.config).__name__}: {' '.join(o[0] for o in reference)}")
     got = windows_formed(window_on_workers(window, store, cuts), True)
     assert got == reference, f"the row path differs from in process for\n{window}"
 
@@ -968,6 +970,7 @@ def test_spark_aggregates_as_in_process(spark: Any, example: Any) -> None:
                        sample_rows)  # fmt: skip
     if sampled_type_refused(got) or (agg.code.kind == "Sum" and sum_left_int64(got)):
         assert not sum_left_int64(got) or beyond_int64(reference), got
+        event("not compared: a type from the sample refused, or a Sum beyond int64")
         return
     what = f"Spark differs from in process for\n{agg}\n{parts!r}"
     # before a repartition Spark cuts the batch into partitions of its own (but for
@@ -975,11 +978,14 @@ def test_spark_aggregates_as_in_process(spark: Any, example: Any) -> None:
     # error may come first
     several = len(parts) > 1 or agg.shape != "partition"
     if reference[0] == "error" and got[0] == "error" and several:
+        event("compared: the error's kind and step")
         assert same_error(got, reference), what
     elif several and not agg.code.commutative:
+        event("not compared: order-sensitive over several partitions")
         return  # an order-sensitive result (or error): Spark ran it, without a crash
     else:
         ordered = not several
+        event(f"compared: {reference[0]}, {'in order' if ordered else 'as a multiset'}")
         wanted = [formed(reference, ordered, calls=False)]
         if agg.code.kind == "Sum" and agg.inputs[0] == "b":
             wanted.append(formed(float_zero_sum(reference), ordered, calls=False))
@@ -1097,4 +1103,5 @@ def test_windows_on_spark_give_the_in_process_results_and_errors(
     ordered = len(window.batches[0]) == 1  # the partitions' results in Spark's order
     what = f"Spark differs from in process for\n{window}"
     got = unpruned(got, reference)
+    event(f"{type(window.config).__name__}: {' '.join(o[0] for o in reference)}")
     assert windows_formed(got, ordered) == windows_formed(reference, ordered), what
