@@ -1092,15 +1092,18 @@ def test_windows_on_spark_give_the_in_process_results_and_errors(
     t = window_topology(window, store)
     stage = window_stage(t)
 
+    ordered = len(window.batches[0]) == 1  # the partitions' results in Spark's order
+
     def run(txid: int, sources: dict[str, list[Row]]) -> Outcome:
         first = on_spark(spark, t, sources, txid, 100, stage)
         if first[0] == "ok":  # a retried process task: the window's stored results again
-            assert on_spark(spark, t, sources, txid, 100, stage)[:2] == first[:2]
+            again = on_spark(spark, t, sources, txid, 100, stage)
+            # compared as text: a NaN is not equal to another NaN object
+            assert windows_formed([again[:2]], ordered) == windows_formed([first[:2]], ordered)
         return first[:2] if first[0] == "ok" else first
 
     with arrow_batches_of(spark, batch_rows):
         got = window_runs(window, run)
-    ordered = len(window.batches[0]) == 1  # the partitions' results in Spark's order
     what = f"Spark differs from in process for\n{window}"
     got = unpruned(got, reference)
     event(f"{type(window.config).__name__}: {' '.join(o[0] for o in reference)}")
