@@ -215,6 +215,19 @@ class DeltaState:
         table = self._table()
         return None if table is None else table.transaction_version(self.partition_app_id)
 
+    def holds(self, txid: int) -> bool:
+        """Whether the table already holds this partition's rows of ``txid`` (by its
+        application transactions, whoever wrote them: this writer or Spark's Delta writer,
+        :mod:`airflow_trident.runtime.spark.lakehouse`), so a commit of ``txid`` writes nothing.
+
+        Raises
+        ------
+        StateError
+            If ``txid`` is the app's last and was written with another partition count.
+        """
+        table = self._table(txid)
+        return table is not None and self._already_written(table, txid)
+
     def commit(self, txid: int) -> None:
         """Write the rows in one Delta commit, unless the table already holds ``txid`` for this
         partition (a replay): then nothing is written.

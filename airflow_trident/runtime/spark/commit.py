@@ -36,9 +36,15 @@ import pyarrow as pa
 
 from airflow_trident.coordination.coordinator import BatchPlan
 from airflow_trident.errors import BatchFailedError, TridentError
+from airflow_trident.graph import PersistNode
 from airflow_trident.runtime.commit import StateCommitter
 from airflow_trident.runtime.reference import cached_topology
 from airflow_trident.runtime.result import Partitions, StagedState
+from airflow_trident.runtime.spark.lakehouse import (
+    commit_with_spark_delta,
+    delta_on_spark,
+    spark_writes_delta,
+)
 from airflow_trident.runtime.spark.python_ops import batch_failure, failure_text
 from airflow_trident.runtime.staging import StagingArea
 from airflow_trident.state.binding import StateBinding
@@ -163,13 +169,40 @@ class SparkBatchApplier:
             ``StateStoreUnavailableError``), or :class:`BatchFailedError` for any other failure
             of the Spark job. Partitions applied before it stay applied; the retry skips them.
         """
-        tasks = tuple(commit_tasks(manifest))
+        topology = cached_topology(self.topology)
+        writers = _spark_writers(topology, manifest) if spark_writes_delta(self.spark) else []
+        for name in writers:  # appends to Delta tables: Spark's own Delta writer
+            node = topology.nodes[topology.states[name]]
+            assert isinstance(node, PersistNode)  # _spark_writers checked it
+            entry = manifest["states"][name]
+            try:
+                done = commit_with_spark_delta(self.spark, node, entry, plan.txid, self.states)
+            except TridentError:
+                raise
+            except Exception as exc:
+                raise _commit_failure(exc, plan.txid) from exc
+            log.info(
+                "txid %d: state %s: %d of %d partitions appended by Spark's Delta writer",
+                plan.txid, name, done, max(1, len(entry["files"])),
+            )  # fmt: skip
+        rest = {
+            **manifest,
+            "states": {n: e for n, e in manifest["states"].items() if n not in writers},
+        }
+        tasks = tuple(commit_tasks(rest))
+        committer = StateCommitter(topology, self.states)
+        wanted = frozenset(n for n in manifest["states"] if committer.wants_new_values(n))
+        lake_values: dict[str, Partitions] = {
+            n: [[] for _ in range(max(1, len(manifest["states"][n]["files"])))]
+            for n in writers
+            if n in wanted
+        }
         if not tasks:
-            return {}
-        committer = StateCommitter(cached_topology(self.topology), self.states)
+            return lake_values
+        manifest = rest
+        wanted = wanted - set(writers)
         if revert:  # an earlier commit of this txid started: undo what only it wrote
             self._revert_unwritten(committer, plan.txid, manifest)
-        wanted = frozenset(n for n in manifest["states"] if committer.wants_new_values(n))
         apply = _ApplyPartitions(
             self.topology, self.staging.root, dict(manifest), tasks, plan.txid, wanted, self.states
         )
@@ -184,7 +217,7 @@ class SparkBatchApplier:
             results = frame.collect()
         except Exception as exc:
             raise _commit_failure(exc, plan.txid) from exc
-        return self._new_values(tasks, results, wanted)
+        return {**self._new_values(tasks, results, wanted), **lake_values}
 
     def _revert_unwritten(
         self, committer: StateCommitter, txid: int, manifest: Mapping[str, Any]
@@ -220,6 +253,16 @@ class SparkBatchApplier:
             if task.state in wanted:
                 new_values[task.state][task.index] = pickle.loads(row["new_values"])
         return new_values
+
+
+def _spark_writers(topology: Any, manifest: Mapping[str, Any]) -> list[str]:
+    """The staged states appended by Spark's Delta writer (:mod:`.lakehouse`)."""
+    return [
+        name
+        for name, entry in manifest["states"].items()
+        if isinstance(node := topology.nodes[topology.states[name]], PersistNode)
+        and delta_on_spark(node, entry)
+    ]
 
 
 def _commit_failure(exc: BaseException, txid: int) -> TridentError:

@@ -1,0 +1,136 @@
+"""Delta sinks committed through Spark's own Delta writer (``commit_mode="spark"``).
+
+A state made by :func:`~airflow_trident.state.delta.delta_state`, fed by its plain
+:class:`~airflow_trident.state.delta.DeltaWriter`, appending (no ``merge_keys``, no
+``evolve_schema``, no ``conn_id``/``storage_options``: Spark reaches the table with its own
+file-system configuration), is committed by the driver when the session runs Delta's Spark
+connector (``spark.sql.extensions`` names ``io.delta.sql.DeltaSparkSessionExtension``): each
+commit partition's staged Parquet is read by Spark and appended by Spark's Delta writer in one
+Delta commit carrying the application transaction ``(<app_id>.p<i>of<n>, txid)`` (the writer's
+``txnAppId``/``txnVersion`` options) — the record the Python writer (delta-rs) checks, so either
+writer skips a partition the other committed. One Spark write records one application
+transaction: the app-level one, ``(<app_id>, txid * 4096 + n)``, follows in a Delta commit of
+its own without data (delta-rs), as the Python writer would have recorded it.
+
+Iceberg has no such path: no Iceberg Spark runtime runs on Spark 4.2 (docs/jvm.md, "Lakehouse
+connectors"), so Iceberg states, and every state not described above, are applied by the Spark
+tasks of :class:`~airflow_trident.runtime.spark.commit.SparkBatchApplier` with the Python writer.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from airflow_trident.graph import PersistNode
+from airflow_trident.state.binding import StateBinding
+from airflow_trident.state.delta import MAX_PARTITIONS, DeltaState, DeltaStateFactory, DeltaWriter
+
+__all__ = ["DELTA_EXTENSION", "commit_with_spark_delta", "delta_on_spark", "spark_writes_delta"]
+
+log = logging.getLogger(__name__)
+
+DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
+
+
+def spark_writes_delta(spark: Any) -> bool:
+    """Whether ``spark`` runs Delta's Spark connector (its session extension is configured;
+    Delta refuses to read or write without it and its ``DeltaCatalog``)."""
+    try:
+        extensions = spark.conf.get("spark.sql.extensions", "") or ""
+    except Exception:  # a session that cannot say: the Python writer, as before
+        return False
+    return DELTA_EXTENSION in extensions.split(",")
+
+
+def delta_on_spark(node: PersistNode, entry: Mapping[str, Any]) -> bool:
+    """Whether staged state ``entry`` of ``node`` can be appended by Spark's Delta writer."""
+    factory = node.factory
+    return (
+        node.mode == "update"
+        and not entry.get("pickled")
+        and isinstance(factory, DeltaStateFactory)
+        and isinstance(node.updater, DeltaWriter)
+        and not factory.merge_keys
+        and not factory.evolve_schema
+        and factory.conn_id is None
+        and not factory.storage_options
+    )
+
+
+def commit_with_spark_delta(
+    spark: Any, node: PersistNode, entry: Mapping[str, Any], txid: int, states: StateBinding
+) -> int:
+    """Append every commit partition of staged state ``entry`` that the Delta table does not
+    hold yet, each in one Delta commit by Spark's writer; return how many were written."""
+    files = entry["files"]
+    count = max(1, len(files))
+    columns = list(node.updater.fields or entry["fields"])
+    written = 0
+    for index in range(count):
+        state = states.make_state(node.factory, index, count)
+        assert isinstance(state, DeltaState)  # delta_on_spark checked the factory
+        path = files[index]["path"] if files else None
+        if state.holds(txid):
+            # a commit that died before its app-level record: record it now
+            if state.written_txid() == txid:
+                record_app_transaction(state, txid)
+            continue
+        if path is None:  # no rows: nothing to record (as the Python writer)
+            continue
+        frame = spark.read.parquet(_uri(path)).select(*columns)
+        written += _append(state, frame, txid)
+    return written
+
+
+def _append(state: DeltaState, frame: Any, txid: int) -> int:
+    from pyspark.sql import functions as F
+
+    factory = state.factory
+    column = factory.txid_column
+    if column is not None:
+        frame = frame.drop(column).withColumn(column, F.lit(txid).cast("long"))
+    (
+        frame.write.format("delta")
+        .mode("append")
+        .option("txnAppId", state.partition_app_id)
+        .option("txnVersion", str(txid))
+        .save(factory.path)
+    )
+    record_app_transaction(state, txid)
+    log.info(
+        "delta table %s: txid %d partition %d/%d appended by Spark's Delta writer",
+        factory.path, txid, state.index, state.count,
+    )  # fmt: skip
+    return 1
+
+
+def record_app_transaction(state: DeltaState, txid: int) -> None:
+    """Record ``(<app_id>, txid * 4096 + n)`` in a Delta commit of its own (no data), unless
+    the table already holds it or a later txid's."""
+    import pyarrow as pa
+    from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+
+    version = txid * _COUNT_BASE + state.count
+    table = DeltaTable(state.factory.path)
+    current = table.transaction_version(state.factory.app_id)
+    if current is not None and current // _COUNT_BASE >= txid:
+        return
+    write_deltalake(
+        state.factory.path,
+        pa.schema(table.schema().to_arrow()).empty_table(),
+        mode="append",
+        commit_properties=CommitProperties(
+            app_transactions=[Transaction(app_id=state.factory.app_id, version=version)]
+        ),
+    )
+
+
+_COUNT_BASE = MAX_PARTITIONS + 1  # the app-level version's encoding (state/delta.py)
+
+
+def _uri(path: str) -> str:
+    import pathlib
+
+    return path if "://" in path else pathlib.Path(path).resolve().as_uri()
