@@ -38,12 +38,27 @@ ROOT = Path(__file__).resolve().parents[1]
 AIRFLOW = "apache-airflow==3.3.2"
 
 
+def _tree_copy(tmp_path: Path) -> Path:
+    """A copy of the source tree to build from: pip's metadata step and ``pip wheel`` write
+    ``airflow_trident.egg-info`` and ``build/`` into the tree they build, and an egg-info at the
+    root, on the tests' ``PYTHONPATH``, is a second copy of the package's metadata: Airflow then
+    registers each plugin twice (a UI test beside this one on the long tier's other worker saw
+    "3 Plugin Import Errors")."""
+    src = tmp_path / "src"
+    skip = shutil.ignore_patterns(
+        ".venv", ".work", ".git", "*.egg-info", "build", "__pycache__", ".*_cache"
+    )
+    if not src.exists():
+        shutil.copytree(ROOT, src, ignore=skip)
+    return src
+
+
 def _resolve(tmp_path: Path, extra: str) -> dict[str, str]:
     """What ``pip install '<tree>[extra]'`` into an empty environment would install."""
     report = tmp_path / f"{extra}.json"
     done = subprocess.run(
         [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "-q",
-         "--report", str(report), f"{ROOT}[{extra}]", AIRFLOW],
+         "--report", str(report), f"{_tree_copy(tmp_path)}[{extra}]", AIRFLOW],
         capture_output=True, text=True, timeout=600, check=False, cwd=tmp_path,
     )  # fmt: skip
     if done.returncode != 0 and "Could not find a version" in done.stderr:
@@ -90,7 +105,7 @@ def test_the_wheel_installs_into_an_existing_airflow(tmp_path: Path) -> None:
     run("-m", "pip", "install", "-q", AIRFLOW)
     # When the wheel is installed with the spark extra
     wheel_dir = tmp_path / "dist"
-    run("-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheel_dir), str(ROOT))
+    run("-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheel_dir), str(_tree_copy(tmp_path)))
     wheel = next(wheel_dir.glob("airflow_trident-*.whl"))
     run("-m", "pip", "install", "-q", f"{wheel}[spark,postgres]")
     # Then pip is content, one pyspark owns the files, and a DAG parses
@@ -208,9 +223,7 @@ def _existing_airflow(tmp_path: Path) -> Path:
         CONSTRAINTS.parent.mkdir(parents=True, exist_ok=True)
         frozen = pip("freeze", "--exclude", "pip", "--exclude", "setuptools")
         CONSTRAINTS.write_text(f"# pip freeze after `pip install {AIRFLOW}`\n{frozen}")
-    src = tmp_path / "src"  # a copy: building in place would leave build/ in the tree
-    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(
-        ".venv", ".work", ".git", "*.egg-info", "build", "__pycache__", ".*_cache"))  # fmt: skip
+    src = _tree_copy(tmp_path)  # building in place would leave build/ in the tree
     pip("wheel", "-q", "--no-deps", "-w", str(tmp_path / "dist"), str(src))
     wheel = next((tmp_path / "dist").glob("airflow_trident-*.whl"))
     pip("install", "-q", f"{wheel}[connect,postgres]", "-c", str(CONSTRAINTS))
