@@ -246,6 +246,7 @@ class DeltaState:
             raise StateError(msg)
         rows, self._txid, self._rows = self._rows, None, []
         from deltalake.exceptions import CommitFailedError
+        from deltalake.exceptions import SchemaMismatchError as DeltaSchemaMismatch
 
         for _ in range(_RETRIES):
             table = self._table(txid)
@@ -260,6 +261,22 @@ class DeltaState:
                 log.info(
                     "delta table %s: txid %d commit conflict (%s); retrying",
                     self.factory.path, txid, exc,
+                )  # fmt: skip
+            except DeltaSchemaMismatch as exc:
+                # another partition of this txid added a column after this one read the
+                # schema: plan again against the table as it is now (the rows get nulls)
+                if not self._moved_since(table):
+                    msg = (
+                        f"delta table {self.factory.path!r}: txid {txid} partition "
+                        f"{self.index}: delta-rs refused the rows' schema: {_plain(str(exc))}; "
+                        f"nothing of this partition was written; hint: give the sink a "
+                        f"schema= that matches the table"
+                    )
+                    raise StateError(msg) from exc
+                log.info(
+                    "delta table %s: txid %d partition %d: the schema changed under the "
+                    "write (%s); planning again",
+                    self.factory.path, txid, self.index, _plain(str(exc)),
                 )  # fmt: skip
             except OSError as exc:  # delta-rs: the path cannot hold a table (ANSI-coloured)
                 raise self._unusable(txid, _plain(str(exc))) from exc
@@ -284,6 +301,14 @@ class DeltaState:
             return DeltaTable(self.factory.path, storage_options=options)
         except OSError as exc:
             raise self._unusable(txid, _plain(str(exc))) from exc
+
+    def _moved_since(self, table: Any) -> bool:
+        """Whether another writer committed to the table after ``table`` was read (or made
+        it, when ``table`` is ``None``)."""
+        now = self._table()
+        if now is None:
+            return False
+        return table is None or int(now.version()) > int(table.version())
 
     def _unusable(self, txid: int | None, why: str) -> StateError:
         """The error for a path that cannot hold the Delta table: state, txid, path, hint."""

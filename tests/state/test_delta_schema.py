@@ -79,3 +79,34 @@ def test_rows_of_an_older_schema_are_written_with_nulls(tmp_path: Path) -> None:
     assert read(path, "k", "n", "lang", "trident_txid") == [
         ("a", 1, None, 1), ("b", 2, "en", 2), ("c", 3, None, 1),
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize("merge_keys", [(), ("k",)])
+def test_a_partition_whose_schema_grew_under_its_write_plans_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, merge_keys: tuple[str, ...]
+) -> None:
+    """Two commit partitions of one txid on an evolving sink (a Spark commit runs them at
+    once): partition 1 reads the table's two columns, then partition 0 adds ``lang`` before
+    partition 1 writes. delta-rs refuses a 2-column append to the 3-column table; the
+    partition plans again against the new schema (found by CI: ``number of fields does not
+    match: 3 vs 4``)."""
+    from airflow_trident.state import delta as delta_module
+
+    path = tmp_path / "t"
+    factory = delta_state(str(path), "topo.e", merge_keys=merge_keys, evolve_schema=True)
+    first = factory.make_state()
+    commit(first, 1, [{"k": "a", "n": 1}])
+    zero, one = factory.make_state(0, 2), factory.make_state(1, 2)
+    write = delta_module.DeltaState._write
+    raced: list[int] = []
+
+    def interleaved(self: Any, table: Any, rows: Any, txid: int) -> None:
+        if self is one and not raced:  # partition 0 commits between the read and the write
+            raced.append(txid)
+            commit(zero, txid, [{"k": "b", "n": 2, "lang": "en"}])
+        write(self, table, rows, txid)
+
+    monkeypatch.setattr(delta_module.DeltaState, "_write", interleaved)
+    commit(one, 2, [{"k": "c", "n": 3}])
+    assert raced == [2]
+    assert read(path, "k", "n", "lang") == [("a", 1, None), ("b", 2, "en"), ("c", 3, None)]
