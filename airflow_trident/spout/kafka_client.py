@@ -157,8 +157,9 @@ def read_range(
             msg = (f"{where}: topic {topic!r} partition {partition} did not answer in "
                    f"{timeout_s:g}s (its leader is down?)")  # fmt: skip
             raise SpoutUnavailableError(msg)
-        if low[0] > first:
-            raise SpoutEmitError(aged_out(where, topic, partition, first, end, low[0]))
+        gone = range_gone(low, where, topic, partition, first, end)
+        if gone is not None:
+            raise gone
         reader.assign([TopicPartition(topic, partition, first)])
         records: list[tuple[Any, ...]] = []
         deadline = time.monotonic() + timeout_s
@@ -198,6 +199,16 @@ def read_range(
                 return records
     finally:
         reader.close()
+
+
+def range_gone(
+    low: Watermarks | None, where: str, topic: str, partition: int, first: int, end: int
+) -> SpoutEmitError | None:
+    """The refusal of a replay of ``[first, end)`` when the partition's low watermark ``low``
+    is past ``first`` (the broker no longer holds the range), else ``None``."""
+    if end <= first or low is None or low[0] <= first:
+        return None
+    return SpoutEmitError(aged_out(where, topic, partition, first, end, low[0]))
 
 
 def aged_out(where: str, topic: str, partition: int, first: int, end: int, low: int | None) -> str:

@@ -209,7 +209,7 @@ class KafkaRange:
         runtimes (Spark's connector fails with its own ``OffsetOutOfRangeException``)."""
         if self.next <= self.first:
             return None
-        from airflow_trident.spout.kafka_client import aged_out, consumer, watermarks
+        from airflow_trident.spout.kafka_client import consumer, range_gone, watermarks
 
         reader = consumer(self.config, self.isolation)
         try:
@@ -217,10 +217,7 @@ class KafkaRange:
         finally:
             reader.close()
         low = held.get(self.partition)
-        if low is None or low[0] <= self.first:
-            return None
-        text = aged_out(self.where, self.topic, self.partition, self.first, self.next, low[0])
-        return SpoutEmitError(text)
+        return range_gone(low, self.where, self.topic, self.partition, self.first, self.next)
 
     def read_spec(self) -> ReadSpec:
         options = {
