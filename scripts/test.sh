@@ -27,30 +27,15 @@ checks() { # the type check and the import contracts (one mypy run: both trees s
     return $rc
 }
 if [ -d airflow_trident ] || [ -d tests ]; then step .venv/bin/ruff check .; fi
-# pytest in three parts (docs/testing.md, "Tiers"): the tests without DAG runs on two workers (a
-# test file stays on one worker, in order) and, beside them in one more process, the DAG runs of
-# dag.test() (marker e2e): a DAG run keeps ~1.1 of the 2 cores busy, Airflow's loop and Spark's
-# jobs waiting on each other, so the workers fill the rest. Then the real-scheduler fault run
-# (marker solo) with nothing beside it but the type check and the import contracts: its stall
-# verdicts wait on time.
+# pytest in two parts (docs/testing.md, "Tiers"): every test but the real-scheduler fault run on
+# three pytest-xdist workers (a test file stays on one worker, in order; the workers share one
+# Spark Connect server): on 2 cores, a third worker fills the time the others wait on Airflow's
+# loop, JVM starts and subprocesses. Then the fault run (marker solo) with nothing beside it but
+# the type check and the import contracts: its stall verdicts wait on time.
 checks_log=$(mktemp)
 if [ -d tests ]; then
-    runs_log=$(mktemp)
-    runs_t0=$SECONDS
-    echo "[test] .venv/bin/pytest -m 'e2e and not solo' (beside the next step, log after it)" >&2
-    .venv/bin/pytest -q -p no:cacheprovider -m "e2e and not solo" --durations=20 "$@" \
-        >"$runs_log" 2>&1 &
-    runs_pid=$!
-    step .venv/bin/pytest -q -p no:cacheprovider -n 2 --dist loadfile -m "not e2e" \
-        --durations=20 "$@"
-    runs_rc=0
-    wait "$runs_pid" || runs_rc=$?
-    [ $runs_rc -ne 5 ] || runs_rc=0
-    echo "[test] DAG runs of dag.test() (beside the step above):" >&2
-    cat "$runs_log" >&2
-    rm -f "$runs_log"
-    echo "[test] dag-runs: exit $runs_rc after $((SECONDS - runs_t0)) s" >&2
-    [ $runs_rc -eq 0 ] || failed+=("dag-runs")
+    step .venv/bin/pytest -q -p no:cacheprovider -n 3 --dist loadfile -m "not solo" \
+        --durations=30 "$@"
     checks_t0=$SECONDS
     checks >"$checks_log" 2>&1 &
     checks_pid=$!

@@ -161,8 +161,20 @@ def _database_of_this_worker() -> None:
     os.environ["TRIDENT_PG_URL"] = base.set(database=name).render_as_string(hide_password=False)
 
 
+# the directory of the run's one Spark Connect server under pytest-xdist: made by the controller
+# before its workers start (they inherit it), the server stopped at the controller's end
+_SHARED_CONNECT = "TRIDENT_TEST_SHARED_CONNECT"
+
+
+def _controller_of_workers(config: pytest.Config) -> bool:
+    """Whether this process is pytest-xdist's controller of workers (``-n N``, N > 0)."""
+    return not hasattr(config, "workerinput") and bool(getattr(config.option, "numprocesses", 0))
+
+
 def pytest_configure(config: pytest.Config) -> None:
     _database_of_this_worker()
+    if _controller_of_workers(config):
+        os.environ[_SHARED_CONNECT] = tempfile.mkdtemp(prefix="trident-connect-")
     # pyspark 4.3 warns about pandas 3 on every Arrow UDF; the runtime does not use pandas
     config.addinivalue_line(
         "filterwarnings", "ignore:PySpark does not yet fully support pandas:FutureWarning"
@@ -177,8 +189,12 @@ def connect_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     Connect session cannot share a process with the classic :func:`spark`."""
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         pytest.skip("Java is not installed: a Spark Connect server needs a JVM")
-    from tests.harness.connect import running_connect_server
+    from tests.harness.connect import running_connect_server, shared_connect_server
 
+    shared = os.environ.get(_SHARED_CONNECT)
+    if shared:  # pytest-xdist: one server for every worker, stopped by the controller
+        yield shared_connect_server(Path(shared))
+        return
     with running_connect_server(tmp_path_factory.mktemp("connect_server")) as url:
         yield url
 
@@ -203,3 +219,12 @@ def spark() -> Iterator[Any]:
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    shared = os.environ.get(_SHARED_CONNECT)
+    if shared and _controller_of_workers(config):
+        from tests.harness.connect import stop_shared_connect_server
+
+        stop_shared_connect_server(Path(shared))
+        shutil.rmtree(shared, ignore_errors=True)

@@ -32,7 +32,13 @@ from pathlib import Path
 from tests.harness import with_project_path
 from tests.harness.jars import spark_jars_conf
 
-__all__ = ["running_connect_server"]
+__all__ = [
+    "running_connect_server",
+    "shared_connect_server",
+    "start_connect_server",
+    "stop_connect_server",
+    "stop_shared_connect_server",
+]
 
 _SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 
@@ -58,8 +64,7 @@ def _listening(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
-@contextlib.contextmanager
-def running_connect_server(
+def start_connect_server(
     work_dir: Path,
     *,
     master: str = "local[2]",
@@ -67,8 +72,9 @@ def running_connect_server(
     conf: dict[str, str] | None = None,
     jars: bool = True,
     timeout_s: float = 120.0,
-) -> Iterator[str]:
-    """Start a Spark Connect server; yield its ``sc://`` URL; stop it.
+) -> tuple[str, subprocess.Popen[bytes]]:
+    """Start a Spark Connect server in a process group of its own, warmed up; its ``sc://``
+    URL and process (stop it with :func:`stop_connect_server`).
 
     ``jars``: the project's connector jars on its ``spark.jars``, before ``conf``'s own.
 
@@ -127,13 +133,98 @@ def running_connect_server(
             capture_output=True,
             timeout=timeout_s,
         )
+    except BaseException:
+        stop_connect_server(process.pid)
+        raise
+    return url, process
+
+
+def stop_connect_server(pid: int) -> None:
+    """Stop the server started as process ``pid`` (its whole process group), waiting for it."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 30
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if _alive(pid):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+        while _alive(pid):
+            time.sleep(0.2)
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` still runs (reaped when it is this process's child)."""
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:  # not our child: ask the kernel
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+    return done == 0
+
+
+@contextlib.contextmanager
+def running_connect_server(
+    work_dir: Path,
+    *,
+    master: str = "local[2]",
+    port: int | None = None,
+    conf: dict[str, str] | None = None,
+    jars: bool = True,
+    timeout_s: float = 120.0,
+) -> Iterator[str]:
+    """Start a Spark Connect server; yield its ``sc://`` URL; stop it.
+
+    ``jars``: the project's connector jars on its ``spark.jars``, before ``conf``'s own.
+
+    Raises
+    ------
+    RuntimeError
+        If the server exits or does not answer within ``timeout_s`` (with its log's tail).
+    """
+    url, process = start_connect_server(
+        work_dir, master=master, port=port, conf=conf, jars=jars, timeout_s=timeout_s
+    )
+    try:
         yield url
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        stop_connect_server(process.pid)
+
+
+_SHARED = "connect-server.json"
+_STARTED: list[subprocess.Popen[bytes]] = []  # the shared servers this process started
+
+
+def shared_connect_server(root: Path) -> str:
+    """The URL of the one Spark Connect server of every pytest-xdist worker of a run: the first
+    worker to ask starts it under ``root`` (a directory all workers share) and records it, the
+    others reuse it; :func:`stop_shared_connect_server` (the run's controller, at its end)
+    stops it. Under an exclusive lock on ``root``, so it is started once."""
+    import fcntl
+    import json
+
+    root.mkdir(parents=True, exist_ok=True)
+    with (root / "connect-server.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        record = root / _SHARED
+        if record.exists():
+            found = json.loads(record.read_text())
+            if _listening(int(found["url"].rpartition(":")[2])):
+                return str(found["url"])
+        url, process = start_connect_server(root / "server")
+        _STARTED.append(process)
+        record.write_text(json.dumps({"url": url, "pid": process.pid}))
+        return url
+
+
+def stop_shared_connect_server(root: Path) -> None:
+    """Stop the server :func:`shared_connect_server` started under ``root``, if any."""
+    import json
+
+    record = root / _SHARED
+    if record.exists():
+        stop_connect_server(int(json.loads(record.read_text())["pid"]))
+        record.unlink()
