@@ -28,6 +28,7 @@ from airflow_trident.examples.topologies import SEED_SENTENCES
 from airflow_trident.operation import Count, Filter, Function, MapGet, Split, Sum
 from airflow_trident.spout.base import Collector
 from airflow_trident.spout.memory import MemoryTransactionalSpout
+from airflow_trident.state.delta import DeltaWriter, delta_state
 from airflow_trident.state.sql import sql_state
 from airflow_trident.testing.fault_topology import SourceData
 from airflow_trident.testing.faults import FailOnce
@@ -35,6 +36,7 @@ from airflow_trident.topology import TridentTopology
 from airflow_trident.tuple import TridentCollector, TridentTuple
 
 __all__ = [
+    "BENCH_DELTA_ENV",
     "BENCH_TABLE",
     "E2E_DATA",
     "INLINED_ENV",
@@ -46,6 +48,7 @@ __all__ = [
     "RejectWord",
     "SchedulerData",
     "bench_counts",
+    "bench_delta_events",
     "e2e_word_count",
     "scheduler_word_count",
 ]
@@ -175,6 +178,27 @@ def bench_counts() -> TridentTopology:
         Count(),
         ["count"],
         name="counts",
+    )
+    return topology
+
+
+BENCH_DELTA_ENV = "TRIDENT_BENCH_DELTA_PATH"
+"""The Delta table of :func:`bench_delta_events` (read when the topology is built)."""
+
+
+def bench_delta_events() -> TridentTopology:
+    """Rows ``(key, user, n)`` appended by :class:`DeltaWriter` to the Delta table at
+    ``$TRIDENT_BENCH_DELTA_PATH`` (``bench/lakehouse_commit.py`` stages its batches directly;
+    the spout is never read)."""
+    topology = TridentTopology("bench_lakehouse_commit")
+    fields = ["key", "user", "n"]
+    topology.new_stream(
+        "rows", MemoryTransactionalSpout({"p0": []}, fields, take_per_batch=1)
+    ).partition_persist(
+        delta_state(os.environ[BENCH_DELTA_ENV], "bench_lakehouse_commit.events"),
+        fields,
+        DeltaWriter(),
+        name="events",
     )
     return topology
 
