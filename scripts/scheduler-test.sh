@@ -3,7 +3,8 @@
 # under a whole Airflow (scheduler, DAG processor, triggerer, API server): pipelined runs and a
 # UI clear, the express layout with `schedule="on_data"`, files landing while batches run, a
 # running run's txid in the Trident tab, a new topology's first pipelined commits, Kafka through
-# every way in (spark-submit, retry, clear, backfill, on_data). The test command keeps the
+# every way in (spark-submit, retry, clear, backfill, on_data), the express layout's short fault
+# run (the whole batch one task, killed in its commit step). The test command keeps the
 # standard short real-scheduler fault run. Runs them with TRIDENT_SCHEDULER=1.
 # Extra arguments go to pytest. ~21 min on 2 cores.
 set -uo pipefail

@@ -9,9 +9,9 @@ The seed is random unless ``TRIDENT_FAULT_SEED`` is set; it is printed and in th
 message. Slow: ~3-4 min (servers and Airflow ~40 s, the batches and faults the rest).
 Once per layout: ``standard`` (a task per step; in the test command) and ``express`` (the whole
 batch in one task, ``batch.run``, killed in its commit step; its retry resumes at the commit; in
-the real-scheduler tier, ``bash scripts/scheduler-test.sh``). Every planned fault must be
-injected: the plan puts the express commit kill early, and restarts, clears of committed runs
-and the backfill also land after every run ended.
+the real-scheduler tier, ``bash scripts/scheduler-test.sh``, marker ``scheduler``). Every planned
+fault must be injected: the plan puts the express commit kill early, and restarts, clears of
+committed runs and the backfill also land after every run ended.
 """
 
 from __future__ import annotations
@@ -37,11 +37,7 @@ def test_one_of_each_fault_under_a_real_scheduler(tmp_path: Path, pg_url: str) -
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.skipif(
-    os.environ.get("TRIDENT_EXPRESS_FAULTS") != "1",
-    reason="its own command (TRIDENT_EXPRESS_FAULTS=1): the planning that lets every fault of an "
-    "express run land (docs/reliability.md) has not yet passed three runs in a row",
-)
+@pytest.mark.scheduler  # the real-scheduler tier (three runs in a row passed: docs/reliability.md)
 def test_one_of_each_fault_under_a_real_scheduler_express(tmp_path: Path, pg_url: str) -> None:
     # the whole batch is one task, batch.run: the commit kill hits it in its commit step
     _one_of_each_fault(tmp_path, pg_url, layout="express")
