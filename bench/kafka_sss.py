@@ -31,8 +31,8 @@ Printed per size: each round, the medians with their spreads, our phases, and a 
 size ``ratio=<ours s per batch / SSS s per batch>`` (the faster SSS; target <= 1.0).
 
 The read figure (``--read-rounds``, after each size's rounds): the ranges of that size's last
-batch, read on the Connect server (in the SSS side's session, for both) into Spark's ``noop``
-sink, alternating: *ours* is the Spark runtime's read of a batch's ranges
+batch, read on the Connect server (both in the topology's shared session, as ours reads) into
+Spark's ``noop`` sink, alternating: *ours* is the Spark runtime's read of a batch's ranges
 (:func:`~airflow_trident.runtime.spark.native.native_partitions`: one ``format("kafka")`` read
 per range, the spout's parser in ``mapInArrow``, the rows counted by an observation); *Spark*
 is one ``spark.read.format("kafka")`` of the same ``startingOffsets``/``endingOffsets`` with the
@@ -159,8 +159,6 @@ class KafkaSss:
 
     def batch(self) -> tuple[float, dict[str, float]]:
         """(query start -> stopped seconds, Spark's ``durationMs`` of the batch in seconds)."""
-        from pyspark.sql import functions as F
-
         started = time.perf_counter()
         frame = (
             self.spark.readStream.format("kafka")
@@ -170,8 +168,7 @@ class KafkaSss:
             .option("kafka.isolation.level", "read_committed")
             .option("failOnDataLoss", "true")
             .load()
-            .select(F.from_json(F.col("value").cast("string"), "sentence STRING").alias("v"))
-            .select("v.sentence")
+            .selectExpr("from_json(CAST(value AS STRING), 'sentence STRING').sentence AS sentence")
         )
         query = (
             frame.writeStream.foreachBatch(self.fn)
@@ -347,6 +344,8 @@ def main() -> int:
 
     from airflow_trident.batch.lifecycle import zookeeper_batch_steps
     from airflow_trident.coordination.client import ZkConfig, connect
+    from airflow_trident.hooks.spark import connect_share_key
+    from airflow_trident.runtime.spark.session import remote_session
     from airflow_trident.spout.kafka import KafkaSpout
     from tests.harness.connect import running_connect_server
     from tests.harness.kafka import create_topic
@@ -444,11 +443,12 @@ def main() -> int:
                 for side in sss_sides:
                     per_round = [o / x for o, x in zip(times["ours"], times[side], strict=True)]
                     print(f"{size} ours / {SIDES[side]}, per round: {spread(per_round)}")
-                if args.read_rounds:  # in the SSS session: ours' session stops per batch
-                    read_ratios[records] = read_figure(
-                        spark, spout, bootstrap, topic_name, topic.ranges[-1], args.read_rounds,
-                        size,
-                    )  # fmt: skip
+                if args.read_rounds:  # both in the topology's shared session, as ours reads
+                    with remote_session(url, share=connect_share_key(steps)) as reader:
+                        read_ratios[records] = read_figure(
+                            reader, spout, bootstrap, topic_name, topic.ranges[-1],
+                            args.read_rounds, size,
+                        )  # fmt: skip
         want = dict(expected)
         exact = True
         with engine.begin() as conn:
