@@ -438,7 +438,8 @@ def main() -> int:
         exact = True
         with engine.begin() as conn:
             for side, table in tables.items():
-                rows = dict(conn.execute(sa.text(f'SELECT word, val FROM "{table}"')).all())
+                found = conn.execute(sa.text(f'SELECT word, val FROM "{table}"')).all()
+                rows: dict[str, int] = {str(w): int(v) for w, v in found}
                 applied = (
                     ""
                     if side == "ours"
@@ -452,7 +453,7 @@ def main() -> int:
         if local is not None:
             local.close()
         with contextlib.suppress(Exception):
-            steps.store.delete_all()
+            steps.store.delete_all()  # type: ignore[attr-defined]  # the ZooKeeper store's
         client.stop()
         client.close()
         with engine.begin() as conn:

@@ -43,8 +43,9 @@ from __future__ import annotations
 
 import json
 import logging
+import operator
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from airflow_trident import connections
@@ -322,21 +323,43 @@ def _close(producer: Any) -> None:
         log.debug("closing a Kafka producer: %s", exc)
 
 
-def _serialise(value: Any, fmt: str, what: str) -> bytes | None:
-    if value is None:
-        return None
+_JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+"""``json.dumps(value, separators=(",", ":"), ensure_ascii=False)``, without making an encoder
+per record (``dumps`` with any argument makes a new one each call)."""
+
+
+def _serialiser(fmt: str, what: str) -> Callable[[Any], bytes | None]:
+    """The serialiser of format ``fmt`` (:data:`FORMATS`), chosen once per batch, not per record.
+
+    >>> _serialiser("json", "key")({"a": [1, "é"]}), _serialiser("str", "key")(3)
+    (b'{"a":[1,"\\xc3\\xa9"]}', b'3')
+    >>> _serialiser("bytes", "key")(None) is None
+    True
+    """
     if fmt == "json":
-        try:
-            return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
-        except (TypeError, ValueError) as exc:
-            msg = f"{what} {value!r} is not JSON ({exc}); hint: convert it, or use format 'str'"
-            raise StateError(msg) from exc
+
+        def as_json(value: Any) -> bytes | None:
+            if value is None:
+                return None
+            try:
+                return _JSON(value).encode()
+            except (TypeError, ValueError) as exc:
+                msg = f"{what} {value!r} is not JSON ({exc}); hint: convert it, or use format 'str'"
+                raise StateError(msg) from exc
+
+        return as_json
     if fmt == "str":
-        return str(value).encode()
-    if isinstance(value, bytes | bytearray | memoryview):
-        return bytes(value)
-    msg = f"{what} {value!r} is {type(value).__name__}, not bytes (format 'bytes')"
-    raise StateError(msg)
+        return lambda value: None if value is None else str(value).encode()
+
+    def as_bytes(value: Any) -> bytes | None:
+        if value is None:
+            return None
+        if isinstance(value, bytes | bytearray | memoryview):
+            return bytes(value)
+        msg = f"{what} {value!r} is {type(value).__name__}, not bytes (format 'bytes')"
+        raise StateError(msg)
+
+    return as_bytes
 
 
 class KafkaSinkState:
@@ -350,7 +373,7 @@ class KafkaSinkState:
         self.transactional_id = f"{factory.prefix}.p{index}of{count}"
         self.partition_group = self.transactional_id
         self._txid: int | None = None
-        self._records: list[tuple[bytes | None, bytes | None]] = []
+        self._records: list[tuple[Any, Any]] = []
 
     def __repr__(self) -> str:
         return f"KafkaSinkState({self.transactional_id!r}, topic {self.factory.topic!r})"
@@ -361,15 +384,13 @@ class KafkaSinkState:
         self._txid, self._records = txid, []
 
     def write(self, records: Iterable[tuple[Any, Any]]) -> None:
-        """Add ``(key, value)`` records, serialised now, to the commit in progress."""
+        """Add ``(key, value)`` records to the commit in progress (serialised as the commit
+        produces them: Python's serialising then overlaps the client's sending; a value that
+        does not serialise fails the commit, its transaction aborted)."""
         if self._txid is None:
             msg = f"kafka sink {self.factory.prefix!r}: write outside a commit; call begin_commit"
             raise StateError(msg)
-        kf, vf = self.factory.key_format, self.factory.value_format
-        for key, value in records:
-            self._records.append(
-                (_serialise(key, kf, "record key"), _serialise(value, vf, "record value"))
-            )
+        self._records.extend(records)
 
     def rollback(self) -> None:
         """Drop the records of the commit in progress (nothing of them was committed)."""
@@ -514,7 +535,7 @@ class KafkaSinkState:
         self,
         producer: Any,
         readers: tuple[Any, Any],
-        records: Sequence[tuple[bytes | None, bytes | None]],
+        records: Sequence[tuple[Any, Any]],
         txid: int,
     ) -> None:
         from confluent_kafka import KafkaException, TopicPartition
@@ -542,33 +563,25 @@ class KafkaSinkState:
         log.info("%s: %d records committed", self._where(txid), len(records))
 
     def _produce(
-        self,
-        producer: Any,
-        records: Sequence[tuple[bytes | None, bytes | None]],
-        headers: list[tuple[str, bytes]],
+        self, producer: Any, records: Sequence[tuple[Any, Any]], headers: list[tuple[str, bytes]]
     ) -> None:
-        """Produce ``records`` in the open transaction (the broker holds them back from
-        ``read_committed`` consumers until the commit)."""
-        failed: list[Any] = []
-
-        def delivered(err: Any, _msg: Any) -> None:
-            if err is not None and not failed:
-                failed.append(err)
-
-        topic = self.factory.topic
+        """Serialise and produce ``records`` in the open transaction (the broker holds them
+        back from ``read_committed`` consumers until the commit). No delivery callback: a
+        record that fails for good puts the transaction in the abortable error state, and
+        ``commit_transaction`` then fails (librdkafka's transactional API), so a Python call
+        per record would tell nothing more."""
+        key_bytes = _serialiser(self.factory.key_format, "record key")
+        value_bytes = _serialiser(self.factory.value_format, "record value")
+        topic, produce, poll = self.factory.topic, producer.produce, producer.poll
         for key, value in records:
+            key, value = key_bytes(key), value_bytes(value)
             while True:
                 try:
-                    producer.produce(topic, value=value, key=key, headers=headers,
-                                     on_delivery=delivered)  # fmt: skip
+                    produce(topic, value=value, key=key, headers=headers)
                     break
                 except BufferError:  # the local queue is full: let it drain
-                    producer.poll(0.05)
-            producer.poll(0)
-        if failed:
-            from confluent_kafka import KafkaException
-
-            raise KafkaException(failed[0])
+                    poll(0.05)
+            poll(0)
 
     def _end_transaction(self, producer: Any, txid: int) -> None:
         """Commit the transaction (it flushes the records first); a retriable error is retried."""
@@ -639,12 +652,45 @@ class KafkaWriter(StateUpdater[KafkaSinkState]):
         self, state: KafkaSinkState, tuples: Sequence[TridentTuple], collector: TridentCollector
     ) -> None:
         """Add the partition's tuples to the state's commit in progress."""
-        state.write((_pick(t, self.key, None), _pick(t, self.value, ())) for t in tuples)
+        state.write(self._records(tuples))
+
+    def _records(self, tuples: Sequence[TridentTuple]) -> Iterator[tuple[Any, Any]]:
+        """``(key, value)`` of each tuple; the fields are looked up once per field list (a
+        batch's tuples share one), not per tuple."""
+        pickers: dict[tuple[str, ...], tuple[_Pick, _Pick]] = {}
+        for t in tuples:
+            pick = pickers.get(t.fields)
+            if pick is None:
+                pick = pickers[t.fields] = (_picker(t.fields, self.key, whole=False),
+                                            _picker(t.fields, self.value, whole=True))  # fmt: skip
+            yield pick[0](t), pick[1](t)
 
 
-def _pick(t: TridentTuple, fields: str | tuple[str, ...] | None, default: Any) -> Any:
-    if fields is None:
-        return None if default is None else dict(zip(t.fields, t.values, strict=True))
-    if isinstance(fields, str):
-        return t.get(fields)
-    return {f: t.get(f) for f in fields}
+_Pick = Callable[[TridentTuple], Any]
+
+
+def _picker(names: tuple[str, ...], chosen: str | tuple[str, ...] | None, *, whole: bool) -> _Pick:
+    """What :class:`KafkaWriter` takes of a tuple of fields ``names``: field ``chosen``'s value,
+    a dict of several fields' values, nothing (``None``), or with ``whole`` every field as a
+    dict. A field the tuple lacks raises ``KeyError`` naming it (``TridentTuple.get``).
+
+    >>> from airflow_trident.tuple import TridentTuple
+    >>> t = TridentTuple(("the", 2), ("word", "n"))
+    >>> [_picker(t.fields, c, whole=w)(t) for c, w in (("n", 0), (("n", "word"), 0), (None, 1))]
+    [2, {'n': 2, 'word': 'the'}, {'word': 'the', 'n': 2}]
+    >>> _picker(t.fields, None, whole=False)(t) is None
+    True
+    """
+    if chosen is None:
+        if not whole:
+            return lambda t: None
+        return lambda t: dict(zip(names, t, strict=True))
+    wanted = (chosen,) if isinstance(chosen, str) else chosen
+    if not set(wanted) <= set(names):  # t.get raises the KeyError that names the field
+        if isinstance(chosen, str):
+            return lambda t: t.get(chosen)
+        return lambda t: {f: t.get(f) for f in wanted}
+    if isinstance(chosen, str):
+        return operator.itemgetter(names.index(chosen))
+    at = [(f, names.index(f)) for f in wanted]
+    return lambda t: {f: t[i] for f, i in at}

@@ -186,6 +186,30 @@ def test_serialisation_json_str_bytes_and_null(kafka_bootstrap: str, topic: str)
         commit(json_sink.make_state(), 1, [("k", {1, 2})])
 
 
+def test_a_record_the_broker_refuses_fails_the_commit_and_nothing_is_visible(
+    kafka_bootstrap: str,
+) -> None:
+    # Given a topic whose record batches may hold 100,000 bytes, and a sink of one commit
+    # partition
+    topic = unique_topic("sink_small")
+    create_topic(kafka_bootstrap, topic, partitions=2, config={"max.message.bytes": "100000"})
+    sink = kafka_sink_for("krefused", topic, kafka_bootstrap)
+    # When txid 1 holds a 200,000-byte value among small ones (the client accepts it, the broker
+    # refuses it for good: no delivery callback sees it, the transaction's commit does)
+    good = [(f"k{i}", {"n": i}) for i in range(50)]
+    with pytest.raises(StateError, match="aborted: nothing was written"):
+        commit(sink.make_state(), 1, [*good, ("big", "x" * 200_000), *good])
+    # Then nothing of txid 1 is visible, the sink recorded no txid, and its retry without the
+    # record commits it once
+    assert read_topic(kafka_bootstrap, topic) == []
+    assert sink.records() is None
+    commit(sink.make_state(), 1, good)
+    found = read_topic(kafka_bootstrap, topic)
+    assert sorted((r.key, r.value["n"], r.headers["trident.txid"]) for r in found) == sorted(
+        (f"k{i}", i, "1") for i in range(50)
+    )
+
+
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
