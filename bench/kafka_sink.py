@@ -145,6 +145,15 @@ class Plain:
         return time.perf_counter() - started
 
 
+def delete_topics(bootstrap: str, names: list[str]) -> None:
+    """Delete the benchmark's topics, waiting for the broker's answer (``delete_topics`` only
+    queues the request: a process that exits at once leaves them)."""
+    from confluent_kafka.admin import AdminClient
+
+    for future in AdminClient({"bootstrap.servers": bootstrap}).delete_topics(names).values():
+        future.result(timeout=60)
+
+
 def committed_records(bootstrap: str, topic: str, partitions: int) -> int:
     """The records a ``read_committed`` consumer reads in ``topic`` (all partitions)."""
     from confluent_kafka import Consumer, KafkaError, TopicPartition
@@ -198,8 +207,6 @@ def main() -> int:
     if not bootstrap:
         print("TRIDENT_KAFKA_BOOTSTRAP unset: source scripts/env.sh", file=sys.stderr)
         return 2
-    from confluent_kafka.admin import AdminClient
-
     from tests.harness.kafka import create_topic
 
     sizes = [int(s) for s in args.records.split(",")]
@@ -236,7 +243,7 @@ def main() -> int:
                   f"{seen == written}")  # fmt: skip
             exact = exact and seen == written
     finally:
-        AdminClient({"bootstrap.servers": bootstrap}).delete_topics(list(topics.values()))
+        delete_topics(bootstrap, list(topics.values()))
     for records, ratio in ratios.items():
         print(f"ratio_{records}={ratio:.3f} ({records:,} records per batch, ours / plain "
               f"records/s)")  # fmt: skip

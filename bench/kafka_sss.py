@@ -67,6 +67,7 @@ from tests.harness import export_project_path
 
 export_project_path()  # Spark's Python workers load the spout's parser and bench.sss
 
+from bench.kafka_sink import delete_topics  # noqa: E402
 from bench.sss import Ours, spread, sss_batch_function, sss_session  # noqa: E402
 
 PARTITIONS = 4
@@ -340,8 +341,6 @@ def main() -> int:
         return 2
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
-    from confluent_kafka.admin import AdminClient
-
     from airflow_trident.batch.lifecycle import zookeeper_batch_steps
     from airflow_trident.coordination.client import ZkConfig, connect
     from airflow_trident.hooks.spark import connect_share_key
@@ -470,7 +469,7 @@ def main() -> int:
                 conn.execute(sa.text(f'DROP TABLE IF EXISTS "{table}"'))
                 conn.execute(sa.text(f'DROP TABLE IF EXISTS "{table}_batches"'))
         engine.dispose()
-        AdminClient({"bootstrap.servers": bootstrap}).delete_topics([topic_name])
+        delete_topics(bootstrap, [topic_name])
         shutil.rmtree(work, ignore_errors=True)
     for records, by_side in ratios.items():
         for side in sss_sides:
