@@ -150,7 +150,8 @@ def delete_topics(bootstrap: str, names: list[str]) -> None:
     queues the request: a process that exits at once leaves them)."""
     from confluent_kafka.admin import AdminClient
 
-    for future in AdminClient({"bootstrap.servers": bootstrap}).delete_topics(names).values():
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept: its futures die with it
+    for future in admin.delete_topics(names).values():
         future.result(timeout=60)
 
 

@@ -68,7 +68,7 @@ from tests.harness import export_project_path
 export_project_path()  # Spark's Python workers load the spout's parser and bench.sss
 
 from bench.kafka_sink import delete_topics  # noqa: E402
-from bench.sss import Ours, spread, sss_batch_function, sss_session  # noqa: E402
+from bench.sss import Ours, SssWorker, spread, sss_batch_function, sss_session  # noqa: E402
 
 PARTITIONS = 4
 WORDS_PER_SENTENCE = 10
@@ -207,40 +207,11 @@ def sss_worker(bootstrap: str, topic: str, checkpoint: str, table: str) -> int:
     return 0
 
 
-class LocalKafkaSss:
-    """The SSS side in a ``local[2]`` session of a process of its own (a classic session and a
-    Connect client do not mix in one Python process)."""
+class LocalKafkaSss(SssWorker):
+    """The Kafka SSS side in a ``local[2]`` session of a process of its own."""
 
     def __init__(self, bootstrap: str, topic: str, work: Path, pg_url: str, table: str) -> None:
-        import subprocess
-
-        self.process = subprocess.Popen(
-            [sys.executable, __file__, "--sss-worker", bootstrap, topic, str(work / "local"),
-             table],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,  # its stderr: ours
-            env={**os.environ, "TRIDENT_PG_URL": pg_url},  # the password stays off argv
-        )  # fmt: skip
-        assert self.process.stdin is not None
-        assert self.process.stdout is not None
-        self.stdin, self.stdout = self.process.stdin, self.process.stdout
-        if self.stdout.readline().strip() != "ready":
-            msg = "the local SSS worker did not start"
-            raise RuntimeError(msg)
-
-    def batch(self) -> tuple[float, dict[str, float]]:
-        self.stdin.write("batch\n")
-        self.stdin.flush()
-        answer = self.stdout.readline().split(maxsplit=1)
-        if len(answer) != 2:
-            msg = "the local SSS worker failed (run it alone to see why)"
-            raise RuntimeError(msg)
-        return float(answer[0]), dict(json.loads(answer[1]))
-
-    def close(self) -> None:
-        with contextlib.suppress(BrokenPipeError):
-            self.stdin.write("stop\n")
-            self.stdin.close()
-        self.process.wait(timeout=60)
+        super().__init__(__file__, [bootstrap, topic, str(work / "local"), table], pg_url)
 
 
 def our_read(spark: Any, spout: Any, topic: str, batch: dict[int, tuple[int, int]]) -> int:

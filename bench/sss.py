@@ -245,15 +245,16 @@ def sss_worker(root: str, checkpoint: str, table: str) -> int:
     return 0
 
 
-class LocalSss:
-    """The SSS side in a ``local[2]`` session of a process of its own (a classic session and
-    a Connect client do not mix in one Python process)."""
+class SssWorker:
+    """An SSS side in a ``local[2]`` session of a process of its own (a classic session and a
+    Connect client do not mix in one Python process): ``script --sss-worker *args``, asked for
+    one batch per ``batch()`` line by line."""
 
-    def __init__(self, root: Path, work: Path, pg_url: str, table: str) -> None:
+    def __init__(self, script: str, args: list[str], pg_url: str) -> None:
         import subprocess
 
         self.process = subprocess.Popen(
-            [sys.executable, __file__, "--sss-worker", str(root), str(work / "local"), table],
+            [sys.executable, script, "--sss-worker", *args],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,  # its stderr: ours
             env={**os.environ, "TRIDENT_PG_URL": pg_url},  # the password stays off argv
         )  # fmt: skip
@@ -280,6 +281,13 @@ class LocalSss:
             self.stdin.write("stop\n")
             self.stdin.close()
         self.process.wait(timeout=60)
+
+
+class LocalSss(SssWorker):
+    """The file log's SSS side in a ``local[2]`` session of a process of its own."""
+
+    def __init__(self, root: Path, work: Path, pg_url: str, table: str) -> None:
+        super().__init__(__file__, [str(root), str(work / "local"), table], pg_url)
 
 
 @contextlib.contextmanager
