@@ -34,6 +34,7 @@ from kazoo.exceptions import (
 )
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.serialization import Auth
+from kazoo.protocol.states import KazooState
 from kazoo.retry import KazooRetry
 from kazoo.security import make_digest_acl
 
@@ -322,6 +323,8 @@ def connect(config: ZkConfig) -> KazooClient:
     _check_tls_files(config)
     client = config.client()
     _redact_kazoo_auth()
+    states: list[KazooState] = []  # what the start went through (see the timeout below)
+    client.add_listener(states.append)
     try:
         client.start(timeout=config.timeout)
         # A server requiring SASL refuses a session only at its first request: ask one here,
@@ -331,6 +334,10 @@ def connect(config: ZkConfig) -> KazooClient:
     except KazooTimeoutError as exc:
         client.stop()
         client.close()
+        if KazooState.CONNECTED in states and config.sasl is not None:
+            # The server answered and dropped the session at its SASL step before start()
+            # looked (kazoo's connection thread raised the refusal): not a timeout.
+            raise CoordinatorUnavailableError(_refusal(config, ConnectionClosedError())) from exc
         secure = ""
         if config.tls is not None:
             secure += " (TLS: is that its secureClientPort, does the ca file sign its certificate?)"
@@ -346,5 +353,7 @@ def connect(config: ZkConfig) -> KazooClient:
         client.stop()
         client.close()
         raise CoordinatorUnavailableError(_refusal(config, exc)) from exc
+    finally:
+        client.remove_listener(states.append)
     log.debug("connected to ZooKeeper at %s", config.connect_string)
     return client

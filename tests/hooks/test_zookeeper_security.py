@@ -5,11 +5,14 @@ that speaks only TLS and requires SASL (DIGEST-MD5) admits the hook — and noth
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from kazoo.client import KazooClient
+from kazoo.protocol.states import KazooState
 
 from airflow_trident.coordination.client import (
     SECURITY_ENV,
@@ -207,3 +210,34 @@ def test_hook_is_refused_without_the_right_tls_or_sasl(
     assert SASL_PASSWORD not in message
     with pytest.raises(CoordinatorUnavailableError, match=match[:30]), hook:
         hook.get_conn()
+
+
+@pytest.mark.integration
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_a_sasl_refusal_that_closes_the_session_before_start_looks_is_no_timeout(
+    airflow_conn: SetConnection, secure_zk: SecureZooKeeper, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given kazoo's start() looking at the session only after its connection thread has
+    # connected, failed SASL and closed it (the interleaving a loaded machine gives CI)
+    real_start_async = KazooClient.start_async
+
+    def late_start(self: KazooClient, timeout: float = 15) -> None:
+        lost = threading.Event()
+        self.add_listener(lambda state: lost.set() if state == KazooState.LOST else None)
+        real_start_async(self).wait(timeout=timeout)
+        lost.wait(timeout)
+        if not self.connected:
+            self.stop()
+            self.close()
+            raise self.handler.timeout_exception("Connection time-out")
+
+    monkeypatch.setattr(KazooClient, "start", late_start)
+    hook = hook_for(
+        airflow_conn, secure_zk.secure_hosts, **secure_extras(secure_zk, sasl_password="wrong")
+    )
+    # When it is tested
+    ok, message = hook.test_connection()
+    # Then the refusal is named, not a timeout
+    assert not ok
+    assert "refused the session: SASL DIGEST-MD5 authentication failed" in message
+    assert SASL_PASSWORD not in message
