@@ -51,6 +51,8 @@ def _strict(value: Any, kind: str) -> Any:
         raise ValueError(f"{json.dumps(value)[:60]} has no type the field can take")
     if kind == "string":
         if isinstance(value, str):
+            if not value.isascii():
+                _unicode(value)
             return value
         raise ValueError(f"{json.dumps(value)[:60]} is not a string")
     if kind in ("bigint", "int"):
@@ -66,6 +68,16 @@ def _strict(value: Any, kind: str) -> Any:
     if isinstance(value, bool):
         return value
     raise ValueError(f"{json.dumps(value)[:60]} is not a boolean")
+
+
+def _unicode(value: str) -> None:
+    """``ValueError`` for a string no UTF-8 can hold: a lone surrogate (JSON's ``"\\ud800"``),
+    which no state, table or Spark row can store."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        msg = f"{json.dumps(value)[:60]} is not valid Unicode (a lone surrogate escape)"
+        raise ValueError(msg) from None
 
 
 def _cast(value: Any, kind: str) -> Any:

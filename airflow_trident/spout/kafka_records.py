@@ -47,6 +47,7 @@ __all__ = [
     "KafkaReadSpec",
     "KafkaRecordParser",
     "RawRecord",
+    "headers_json",
     "text",
 ]
 
@@ -68,7 +69,13 @@ def text(data: bytes | bytearray | memoryview | str | None) -> str | None:
     return bytes(data).decode("utf-8", "backslashreplace")
 
 
-def _headers(headers: Any) -> str | None:
+def headers_json(headers: Any) -> str | None:
+    """A record's ``headers`` field: ``None`` without headers, else ``[[name, value], ...]``
+    as JSON text (values as :func:`text`).
+
+    >>> headers_json([("h", b"v"), ("e", None)])
+    '[["h", "v"], ["e", null]]'
+    """
     if not headers:
         return None
     pairs = headers.items() if isinstance(headers, Mapping) else headers
@@ -107,7 +114,7 @@ class KafkaRecordParser:
         with an unquoted line break, a JSON value nested too deeply for the parser too)."""
         key, value, topic, partition, offset, timestamp, headers = raw
         meta = (topic, int(partition), int(offset), None if timestamp is None else int(timestamp),
-                _headers(headers))  # fmt: skip
+                headers_json(headers))  # fmt: skip
         if self.value_format == "bytes":
             return (None if key is None else bytes(key), None if value is None else bytes(value),
                     *meta)  # fmt: skip

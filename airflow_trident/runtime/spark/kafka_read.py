@@ -3,6 +3,12 @@
 ``endingOffsets``, ``includeHeaders`` and the spout's isolation level, then the spout's own
 record parser on the executors (``mapInArrow``), so both runtimes emit the same tuples.
 
+JSON values take the file log's fast path when they can
+(:meth:`~airflow_trident.spout.file_records.LineParser.parse_column`: Arrow's JSON reader in
+C++, which declines a batch holding anything it might not parse exactly as the per-record
+parser does; a value with a line break is left to the parser too): a batch it takes gives the
+same tuples, a batch it declines is parsed record by record, so errors are the parser's.
+
 A malformed record fails the job with the in-process error. Tasks read partitions in
 parallel, so the task that fails first may hold a later partition's record than the one the
 in-process read (partition by partition, in offset order) names: :func:`first_malformed`
@@ -27,9 +33,15 @@ from pyspark.sql import types as T
 
 from airflow_trident.errors import MalformedRecordError, TridentError
 from airflow_trident.runtime.spark.python_ops import failure_text
-from airflow_trident.spout.kafka_records import KafkaReadSpec, KafkaRecordParser, RawRecord
+from airflow_trident.spout.kafka_records import (
+    KafkaReadSpec,
+    KafkaRecordParser,
+    RawRecord,
+    headers_json,
+    text,
+)
 
-__all__ = ["ARROW", "SQL", "first_malformed", "read_kafka"]
+__all__ = ["ARROW", "SQL", "fast_columns", "first_malformed", "read_kafka"]
 
 ARROW = {"string": pa.string(), "bigint": pa.int64(), "int": pa.int32(),
          "double": pa.float64(), "boolean": pa.bool_(), "binary": pa.binary()}  # fmt: skip
@@ -52,8 +64,13 @@ class _Parse:
         schema = self.parser.out_schema
         arrow = pa.schema([pa.field(n, ARROW[k]) for n, k in schema])
         try:
-            for batch in _raws(batches):
-                rows = [row for row in map(self.parser.parse, batch) if row is not None]
+            for batch in batches:
+                fast = fast_columns(self.parser, batch)
+                if fast is not None:
+                    yield pa.RecordBatch.from_arrays(fast, schema=arrow)
+                    continue
+                rows = [row for row in map(self.parser.parse, _batch_raws(batch))
+                        if row is not None]  # fmt: skip
                 yield pa.RecordBatch.from_arrays(
                     [pa.array([r[j] for r in rows], arrow.field(j).type)
                      for j in range(len(schema))], schema=arrow,
@@ -84,14 +101,89 @@ _MALFORMED = T.StructType([T.StructField("offset", T.LongType()),
 def _raws(batches: Iterator[pa.RecordBatch]) -> Iterator[list[RawRecord]]:
     """The connector's rows of each batch as raw records (see ``kafka_records``)."""
     for batch in batches:
-        cols = {name: batch.column(name).to_pylist() for name in batch.schema.names}
-        raws: list[RawRecord] = []
-        for i in range(batch.num_rows):
-            headers = cols["headers"][i]
-            pairs = None if not headers else [(h["key"], h["value"]) for h in headers]
-            raws.append((cols["key"][i], cols["value"][i], cols["topic"][i], cols["partition"][i],
-                         cols["offset"][i], cols["ts"][i], pairs))  # fmt: skip
-        yield raws
+        yield _batch_raws(batch)
+
+
+def _batch_raws(batch: pa.RecordBatch) -> list[RawRecord]:
+    cols = {name: batch.column(name).to_pylist() for name in batch.schema.names}
+    raws: list[RawRecord] = []
+    for i in range(batch.num_rows):
+        headers = cols["headers"][i]
+        pairs = None if not headers else [(h["key"], h["value"]) for h in headers]
+        raws.append((cols["key"][i], cols["value"][i], cols["topic"][i], cols["partition"][i],
+                     cols["offset"][i], cols["ts"][i], pairs))  # fmt: skip
+    return raws
+
+
+def fast_columns(parser: KafkaRecordParser, batch: pa.RecordBatch) -> list[pa.Array] | None:
+    """The tuples of the connector's rows ``batch`` as the columns of ``parser.out_schema``,
+    the JSON values parsed whole by Arrow's reader (see the module docs); ``None`` when the
+    batch is not for it (another value format, ``rescue``, a tombstone, a value with a line
+    break, anything ``parse_column`` declines): the caller then parses record by record.
+
+    >>> parser = KafkaRecordParser("json", (("n", "bigint"),))
+    >>> rows = pa.RecordBatch.from_pydict({
+    ...     "key": pa.array([b"a", None], pa.binary()),
+    ...     "value": pa.array([b'{"n": 1}', b'{"n": 2}'], pa.binary()),
+    ...     "topic": ["t", "t"], "partition": pa.array([0, 0], pa.int32()),
+    ...     "offset": pa.array([5, 6], pa.int64()), "ts": pa.array([1, 2], pa.int64()),
+    ...     "headers": pa.array([None, []], pa.list_(pa.struct([("key", pa.string()),
+    ...                                                        ("value", pa.binary())])))})
+    >>> [c.to_pylist() for c in fast_columns(parser, rows)]
+    [['a', None], [1, 2], ['t', 't'], [0, 0], [5, 6], [1, 2], [None, None]]
+    """
+    if parser.value_format != "json" or parser.rescue or batch.num_rows == 0:
+        return None
+    import pyarrow.compute as pc
+
+    values = batch.column("value")
+    if values.null_count:
+        return None
+    lines = values.view(pa.string())
+    try:
+        lines.validate(full=True)  # UTF-8 (invalid UTF-8 is malformed)
+    except pa.ArrowInvalid:
+        return None
+    if any(pc.any(pc.match_substring(lines, eol)).as_py() for eol in ("\n", "\r")):
+        return None
+    from airflow_trident.spout.file_records import LineParser
+
+    line_parser = LineParser("json", parser.schema, rescue=False, drop=False, where=parser.where)
+    parsed = line_parser.parse_column(lines)
+    if parsed is None:
+        return None
+    return [
+        _key_text(batch.column("key")),
+        *parsed.columns,
+        batch.column("topic").cast(pa.string()),
+        batch.column("partition").cast(pa.int32()),
+        batch.column("offset").cast(pa.int64()),
+        batch.column("ts").cast(pa.int64()),
+        _headers_text(batch.column("headers")),
+    ]
+
+
+def _key_text(keys: pa.Array) -> pa.Array:
+    """``text(key)`` of each key: UTF-8 as is, else decoded record by record."""
+    as_text = keys.view(pa.string())
+    try:
+        as_text.validate(full=True)
+    except pa.ArrowInvalid:
+        return pa.array([text(k) for k in keys.to_pylist()], pa.string())
+    return as_text
+
+
+def _headers_text(headers: pa.Array) -> pa.Array:
+    """The ``headers`` field of each record: null without headers, else their JSON text."""
+    import pyarrow.compute as pc
+
+    lengths = pc.list_value_length(headers)
+    if lengths.null_count == len(headers) or pc.max(lengths).as_py() == 0:
+        return pa.nulls(len(headers), pa.string())
+    out = []
+    for row in headers.to_pylist():
+        out.append(headers_json(None if not row else [(h["key"], h["value"]) for h in row]))
+    return pa.array(out, pa.string())
 
 
 def _connector_rows(spark: SparkSession, spec: KafkaReadSpec) -> DataFrame:
