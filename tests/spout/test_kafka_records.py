@@ -4,11 +4,11 @@ shaped like the connector's rows, which gives the in-process parser's tuples."""
 
 from __future__ import annotations
 
-import pyarrow as pa
 import pytest
 
 from airflow_trident.errors import MalformedRecordError
 from airflow_trident.spout.kafka_records import KafkaRecordParser, spark_options
+from tests.harness.kafka_rows import connector_batch
 
 RAW = (b"k\xff", b'{"n": 1, "x": true}', "t", 0, 5, 10, [("h", b"\x00\xff"), ("e", None)])
 BARE = (None, None, "t", 1, 6, 11, None)
@@ -48,7 +48,7 @@ def test_the_spark_side_reports_the_malformed_records_with_the_in_process_error(
     parser = KafkaRecordParser("json", (("n", "bigint"),), where="txid 1")
     raws = [(None, b'{"n": 1}', "t", 0, 3, 0, None), (None, b"oops", "t", 0, 4, 0, None),
             (None, None, "t", 0, 5, 0, None)]  # fmt: skip
-    [out] = list(_Parse(parser, report=True)(iter([_connector_batch(raws)])))
+    [out] = list(_Parse(parser, report=True)(iter([connector_batch(raws)])))
     errors = []
     for raw in raws[1:]:
         with pytest.raises(MalformedRecordError) as caught:
@@ -57,35 +57,14 @@ def test_the_spark_side_reports_the_malformed_records_with_the_in_process_error(
     assert out.to_pylist() == [{"offset": 4, "error": errors[0]}, {"offset": 5, "error": errors[1]}]
 
 
-def _connector_batch(raws: list[tuple[object, ...]]) -> pa.RecordBatch:
-    """``raws`` as the connector's rows (``kafka_read``'s selection of them)."""
-    header = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
-    return pa.RecordBatch.from_arrays(
-        [pa.array([r[0] for r in raws], pa.binary()), pa.array([r[1] for r in raws], pa.binary()),
-         pa.array([r[2] for r in raws]), pa.array([r[3] for r in raws], pa.int32()),
-         pa.array([r[4] for r in raws], pa.int64()), pa.array([r[5] for r in raws], pa.int64()),
-         pa.array([None if not r[6] else [{"key": k, "value": v} for k, v in r[6]]
-                   for r in raws], header)],
-        names=["key", "value", "topic", "partition", "offset", "ts", "headers"],
-    )  # fmt: skip
-
-
 @pytest.mark.parametrize("value_format", ["str", "bytes", "json"])
 def test_the_spark_side_parses_the_connectors_rows_as_in_process(value_format: str) -> None:
     from airflow_trident.runtime.spark.kafka_read import _Parse
 
     schema = (("n", "bigint"),) if value_format == "json" else ()
     parser = KafkaRecordParser(value_format, schema, rescue=value_format == "json", drop=True)
-    header = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
     raws = [RAW, BARE]
-    batch = pa.RecordBatch.from_arrays(
-        [pa.array([r[0] for r in raws], pa.binary()), pa.array([r[1] for r in raws], pa.binary()),
-         pa.array([r[2] for r in raws]), pa.array([r[3] for r in raws], pa.int32()),
-         pa.array([r[4] for r in raws], pa.int64()), pa.array([r[5] for r in raws], pa.int64()),
-         pa.array([None if not r[6] else [{"key": k, "value": v} for k, v in r[6]]
-                   for r in raws], header)],
-        names=["key", "value", "topic", "partition", "offset", "ts", "headers"],
-    )  # fmt: skip
+    batch = connector_batch(raws)
     [out] = list(_Parse(parser)(iter([batch])))
     expected = [row for row in map(parser.parse, raws) if row is not None]
     assert [tuple(r.values()) for r in out.to_pylist()] == expected
