@@ -115,3 +115,16 @@ def test_other_formats_and_rescue_are_left_to_the_parser(value_format: str) -> N
     assert fast_columns(KafkaRecordParser(value_format), batch) is None
     rescuing = KafkaRecordParser("json", (("n", "bigint"),), rescue=True)
     assert fast_columns(rescuing, batch) is None
+
+
+def test_a_lone_surrogate_is_a_malformed_record_on_both_sides() -> None:
+    # (before: the in-process tuple held a string no state can store; Spark's Arrow array
+    # refused it with a raw UnicodeEncodeError)
+    parser = KafkaRecordParser("json", (("s", "string"),), where="txid 2")
+    raws = [(None, b'{"s": "ok"}', "t", 0, 1, 0, None),
+            (None, b'{"s": "\\ud800"}', "t", 0, 2, 0, None)]  # fmt: skip
+    want = in_process(parser, raws)
+    assert isinstance(want, str)
+    assert "offset 2: field 's'" in want
+    assert "lone surrogate" in want
+    agree(parser, raws)
