@@ -128,3 +128,17 @@ def test_a_lone_surrogate_is_a_malformed_record_on_both_sides() -> None:
     assert "offset 2: field 's'" in want
     assert "lone surrogate" in want
     agree(parser, raws)
+
+
+def test_spark_large_binary_columns_are_parsed_record_by_record() -> None:
+    # (spark.sql.execution.arrow.useLargeVarTypes=true hands large_binary columns to Python)
+    rng = random.Random(7)
+    parser = KafkaRecordParser("json", (("s", "string"),), where="txid 1")
+    raws = [raw(rng, json.dumps({"s": f"w{i}"}).encode(), i) for i in range(20)]
+    small = connector_batch(raws)
+    large = pa.RecordBatch.from_arrays(
+        [small.column(0).cast(pa.large_binary()), small.column(1).cast(pa.large_binary()),
+         *small.columns[2:]], names=small.schema.names,
+    )  # fmt: skip
+    assert fast_columns(parser, large) is None
+    assert on_spark(parser, large) == on_spark(parser, small) == in_process(parser, raws)

@@ -137,7 +137,7 @@ def fast_columns(parser: KafkaRecordParser, batch: pa.RecordBatch) -> list[pa.Ar
     import pyarrow.compute as pc
 
     values = batch.column("value")
-    if values.null_count:
+    if values.type != pa.binary() or values.null_count:  # (large_binary: Spark's large types)
         return None
     lines = values.view(pa.string())
     try:
@@ -165,12 +165,15 @@ def fast_columns(parser: KafkaRecordParser, batch: pa.RecordBatch) -> list[pa.Ar
 
 def _key_text(keys: pa.Array) -> pa.Array:
     """``text(key)`` of each key: UTF-8 as is, else decoded record by record."""
-    as_text = keys.view(pa.string())
-    try:
-        as_text.validate(full=True)
-    except pa.ArrowInvalid:
-        return pa.array([text(k) for k in keys.to_pylist()], pa.string())
-    return as_text
+    if keys.type == pa.binary():
+        as_text = keys.view(pa.string())
+        try:
+            as_text.validate(full=True)
+        except pa.ArrowInvalid:
+            pass
+        else:
+            return as_text
+    return pa.array([text(k) for k in keys.to_pylist()], pa.string())
 
 
 def _headers_text(headers: pa.Array) -> pa.Array:
