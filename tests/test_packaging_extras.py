@@ -18,7 +18,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -33,6 +32,7 @@ import pytest
 import sqlalchemy as sa
 
 from tests.harness.connect import running_connect_server
+from tests.harness.ports import free_port as _free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 AIRFLOW = "apache-airflow==3.3.2"
@@ -406,9 +406,3 @@ def _check_api_server(env: dict[str, str], airflow: str, tmp_path: Path, passwor
             os.killpg(server.pid, signal.SIGKILL)
             server.wait(10)
 
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port

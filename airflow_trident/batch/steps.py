@@ -220,7 +220,8 @@ class BatchSteps:
 
     def staged_rows(self, txid: int) -> int:
         """The rows the current attempt of ``txid`` staged, from its manifest."""
-        manifest = self.staging.read_manifest(self.plan(txid).attempt)
+        attempt = self.plan(txid).attempt  # the plan first: it raises for a txid never begun
+        manifest = self.staging.read_manifest(attempt)
         return sum(f["rows"] for s in manifest["states"].values() for f in s["files"])
 
     def staged_manifest(self, txid: int) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from tests.harness import with_project_path
 from tests.harness.jars import spark_jars_conf
+from tests.harness.ports import free_port as _free_port
 
 __all__ = [
     "running_connect_server",
@@ -50,12 +51,6 @@ spark.range(1000).selectExpr("sum(id)").collect()
 spark.stop()
 """
 
-
-def _free_port() -> int:
-    with contextlib.closing(socket.socket()) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _listening(port: int) -> bool:

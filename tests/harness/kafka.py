@@ -37,7 +37,8 @@ from typing import Any, Self
 
 from tests.harness import PROJECT_ROOT
 from tests.harness.jars import group_dir, require_jars
-from tests.harness.servers import _PrivateServer, free_port
+from tests.harness.ports import free_ports
+from tests.harness.servers import _PrivateServer
 
 __all__ = [
     "BOOTSTRAP_ENV",
@@ -247,7 +248,8 @@ class PrivateKafkaCluster:
 
     def __init__(self, workdir: str | Path, size: int = 3) -> None:
         base = Path(workdir).resolve() / "kafka_cluster"
-        ports = [(free_port(), free_port()) for _ in range(size)]
+        pairs = free_ports(2 * size)  # distinct: a repeated one breaks a broker's start
+        ports = [(pairs[2 * i], pairs[2 * i + 1]) for i in range(size)]
         voters = ",".join(f"{i}@127.0.0.1:{c}" for i, (_, c) in enumerate(ports, 1))
         cluster_id = _cluster_id()
         self.nodes = [

@@ -53,6 +53,7 @@ import psycopg
 from sqlalchemy.engine import URL, make_url
 
 from tests.harness.airflow import AirflowHome, prepare_airflow_home, run_airflow
+from tests.harness.ports import free_port as _free_port
 
 __all__ = [
     "COMPONENTS",
@@ -103,12 +104,6 @@ def worker_hostname() -> str:
     """
     return os.environ.get(WORKER_HOSTNAME_ENV) or socket.getfqdn()
 
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def _render(url: URL, driver: str) -> str:

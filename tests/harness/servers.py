@@ -43,6 +43,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
+from tests.harness.ports import free_port, free_ports
+
 __all__ = [
     "PrivatePostgres",
     "PrivateZooKeeper",
@@ -59,13 +61,6 @@ _START_ATTEMPTS = 3
 
 _running: set[_PrivateServer] = set()
 
-
-def free_port() -> int:
-    """A loopback TCP port that was free a moment ago (the OS picks it)."""
-    with contextlib.closing(socket.socket()) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _log_tail(path: Path) -> str:
@@ -376,7 +371,8 @@ class PrivateZooKeeperEnsemble:
 
     def __init__(self, workdir: str | Path, size: int = 3) -> None:
         base = Path(workdir).resolve() / "zookeeper_ensemble"
-        peers = [f"127.0.0.1:{free_port()}:{free_port()}" for _ in range(size)]
+        ports = free_ports(2 * size)  # distinct: a repeated one breaks a later election
+        peers = [f"127.0.0.1:{ports[2 * i]}:{ports[2 * i + 1]}" for i in range(size)]
         self.nodes = [ZooKeeperEnsembleNode(base, i, peers) for i in range(1, size + 1)]
         self.hosts = ",".join(node.hosts for node in self.nodes)
 

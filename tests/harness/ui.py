@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.harness.airflow import AirflowHome, run_airflow
+from tests.harness.ports import free_port
 
 __all__ = [
     "ALL_COMPONENTS",
@@ -79,13 +80,6 @@ class UiLogin:
     username: str
     password: str
 
-
-def free_port() -> int:
-    """A free TCP port on 127.0.0.1."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def write_ui_config(

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -31,6 +30,7 @@ from airflow_trident.coordination.store import CoordinatorStore
 from airflow_trident.runtime.reference import load_topology
 from airflow_trident.state.binding import StateBinding
 from tests.harness.airflow import prepare_airflow_home
+from tests.harness.ports import free_port as _free_port
 
 pytestmark = pytest.mark.integration
 
@@ -246,12 +246,6 @@ def test_http_is_behind_airflows_authentication(
 
 # -- HTTP, through a real `airflow api-server` -------------------------------------------------
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def _request(url: str, *, data: bytes | None = None, token: str | None = None) -> tuple[int, str]:
