@@ -129,7 +129,27 @@ _GATES = {
 }
 
 
+def _in_long_params(item: pytest.Item) -> bool:
+    """Whether ``item``'s parameters (fixtures' too) match one of its module's ``LONG_PARAMS``
+    (a list of ``{name: value}``): a combination that repeats modes the test command runs in
+    other combinations goes to the long tier, e.g. ``[{"seed": 12}]`` or
+    ``[{"state_url": "postgresql", "process": "spark_tasks"}]``."""
+    callspec = getattr(item, "callspec", None)
+    combinations = getattr(getattr(item, "module", None), "LONG_PARAMS", ())
+    if callspec is None:
+        return False
+    missing = object()
+    return any(
+        all(callspec.params.get(name, missing) == value for name, value in combination.items())
+        for combination in combinations
+    )
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` selects by marker
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if _in_long_params(item):
+            item.add_marker(pytest.mark.long)
     for marker, (flag, command) in _GATES.items():
         if os.environ.get(flag) == "1":
             continue

@@ -42,6 +42,18 @@ from tests.harness.status import STATE_CONN_ID, ZOOKEEPER_CONN_ID, run_batches, 
 pytestmark = pytest.mark.integration
 
 LAYOUTS = ("standard", "compact", "express")
+
+
+def layouts(first: int) -> list[Any]:
+    """The three layouts, ``LAYOUTS[first % 3]`` in the test command and the other two in the long
+    tier (``bash scripts/long-test.sh``): each tool takes its turn, so every layout's lookup
+    still runs twice in the test command."""
+    return [
+        layout if i == first % len(LAYOUTS) else pytest.param(layout, marks=pytest.mark.long)
+        for i, layout in enumerate(LAYOUTS)
+    ]
+
+
 NAME_ENV = "TRIDENT_TOOLS_TOPOLOGY"
 LETTERS_ENV = "TRIDENT_TOOLS_LETTERS"
 DATA = {"p0": [("the cow jumped",), ("over the moon",)] * 4,
@@ -190,7 +202,7 @@ def _ok(done: subprocess.CompletedProcess[str]) -> str:
 # -- the command line -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("layout", layouts(0))
 def test_status_finds_the_dags_topology(tools: Tools, layout: str) -> None:
     # When a user asks for the status of the DAG
     out = _ok(tools.cli("status", f"tools_{layout}"))
@@ -200,7 +212,7 @@ def test_status_finds_the_dags_topology(tools: Tools, layout: str) -> None:
     ), out
 
 
-@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("layout", layouts(1))
 def test_backfill_plans_the_dags_txids(tools: Tools, layout: str) -> None:
     # When a user plans a backfill of txids 2..4 (dry run: nothing is bound or created)
     out = _ok(tools.cli("backfill", f"tools_{layout}", "--from-txid", "2", "--to-txid", "4",
@@ -214,7 +226,7 @@ def test_backfill_plans_the_dags_txids(tools: Tools, layout: str) -> None:
     assert "would create trident_new__txid_4" in out
 
 
-@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("layout", layouts(2))
 def test_drpc_answers_from_the_dags_committed_state(tools: Tools, layout: str) -> None:
     # When a user asks the DAG's DRPC function
     out = _ok(tools.cli("drpc", f"tools_{layout}", "counts", "the cow"))
@@ -224,7 +236,7 @@ def test_drpc_answers_from_the_dags_committed_state(tools: Tools, layout: str) -
     assert expected in out.splitlines(), out
 
 
-@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("layout", layouts(3))
 def test_rebuild_by_dag_id_fills_a_new_state_from_the_archive(tools: Tools, layout: str) -> None:
     # Given the DAG's topology got a new state (v2), When it is rebuilt by the DAG's id (its
     # topology and state connection come from the DAG)
@@ -276,7 +288,7 @@ def served(tools: Tools) -> Iterator[tuple[Any, Any, dict[str, str]]]:
         dag_file.unlink(missing_ok=True)  # other tests parse this folder
 
 
-@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("layout", layouts(4))
 def test_the_trident_tab_shows_the_dags_topology(
     served: tuple[Any, Any, dict[str, str]], tools: Tools, layout: str
 ) -> None:
@@ -292,7 +304,7 @@ def test_the_trident_tab_shows_the_dags_topology(
     assert f'data-fact="committed_txid">{COMMITTED}<' in page.text
 
 
-@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("layout", layouts(5))
 def test_drpc_over_http_answers_for_the_dag(
     served: tuple[Any, Any, dict[str, str]], layout: str
 ) -> None:

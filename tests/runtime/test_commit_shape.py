@@ -259,12 +259,13 @@ class Run:
 
 
 def _shape_cases() -> list[Any]:
-    """Every sink and mode; the Spark commit on Iceberg with a PostgreSQL catalog is the long
-    tier's (the test command runs the Spark commit's shape check on Iceberg/SQLite and Delta)."""
+    """Every sink and mode; the Spark runtime on Iceberg with a PostgreSQL catalog is the long
+    tier's (the test command runs both Spark commit modes' shape checks on Iceberg/SQLite and
+    Delta, and the PostgreSQL catalog in process)."""
     cases = []
     for s in SINKS:
         for mode in MODES:
-            long = mode == "spark_commit" and s == ("iceberg", "postgresql")
+            long = mode != "local" and s == ("iceberg", "postgresql")
             marks = [pytest.mark.long] if long else []
             cases.append(pytest.param(s, mode, marks=marks, id=f"{'-'.join(s)}-{mode}"))
     return cases

@@ -25,6 +25,9 @@ from airflow_trident.state.sql import sql_state
 from airflow_trident.topology import TridentTopology
 
 pytestmark = pytest.mark.integration
+# Spark's tasks reading the file log into PostgreSQL state: the long tier's (the test command
+# reads by Spark's tasks into SQLite, and by the driver into both backends)
+LONG_PARAMS = [{"state_url": "postgresql", "process": "spark_tasks"}]
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
