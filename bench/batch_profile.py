@@ -186,7 +186,7 @@ def main() -> int:
     index = 0
     try:
         with contextlib.ExitStack() as stack:
-            url = stack.enter_context(running_connect_server(work / "connect"))
+            url = stack.enter_context(running_connect_server(work / "connect", quick_jit=False))
             kept = None
             if args.keep_session:
                 from airflow_trident.runtime.spark.session import remote_session

@@ -78,7 +78,7 @@ def main() -> int:
     times: dict[str, list[float]] = {"connect": [], "spark-submit": []}
     rounds = 2 * (args.rounds + 1)
     try:
-        with running_connect_server(work / "connect") as sc_url:
+        with running_connect_server(work / "connect", quick_jit=False) as sc_url:
             for i in range(rounds):
                 txid = int(steps.begin(f"bench-{i}")["txid"])
                 steps.process_local(txid)

@@ -354,7 +354,10 @@ def main() -> int:
     index = 0
     local: LocalKafkaSss | None = None
     try:
-        with running_connect_server(work / "connect") as url, sss_session(url) as spark:
+        with (
+            running_connect_server(work / "connect", quick_jit=False) as url,
+            sss_session(url) as spark,
+        ):
             runners: dict[str, Any] = {"ours": Ours(steps, url)}
             if "connect" in sss_sides:
                 runners["connect"] = KafkaSss(spark, bootstrap, topic_name, work / "connect-ckpt",

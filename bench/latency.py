@@ -210,7 +210,7 @@ def main() -> int:
         mode: defaultdict(list) for mode in ("submit", "connect", "no_airflow")
     }
     bare_env_topology = deployment("no_airflow")
-    with running_connect_server(work / "connect-server") as url:
+    with running_connect_server(work / "connect-server", quick_jit=False) as url:
         server_host, _, server_port = url.rpartition(":")
         connect_env["AIRFLOW_CONN_BENCH_CONNECT"] = json.dumps(
             {"conn_type": "spark_connect", "host": server_host, "port": int(server_port)}

@@ -287,7 +287,8 @@ def main() -> int:
     started = time.monotonic()
     with contextlib.ExitStack() as stack:
         if args.process_mode == "connect":
-            url = stack.enter_context(running_connect_server(work / "connect-server"))
+            server = running_connect_server(work / "connect-server", quick_jit=False)
+            url = stack.enter_context(server)
             server_host, _, server_port = url.rpartition(":")
             env["AIRFLOW_CONN_BENCH_CONNECT"] = json.dumps(
                 {"conn_type": "spark_connect", "host": server_host, "port": int(server_port)}

@@ -370,7 +370,7 @@ def main() -> int:
     local: LocalSss | None = None
     try:
         with (
-            running_connect_server(work / "connect") as url,
+            running_connect_server(work / "connect", quick_jit=False) as url,
             sss_session(url) as spark,
         ):
             runners: dict[str, Any] = {"ours": Ours(steps, url)}

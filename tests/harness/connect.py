@@ -31,6 +31,7 @@ from pathlib import Path
 
 from tests.harness import with_project_path
 from tests.harness.jars import spark_jars_conf
+from tests.harness.jvm import quick_jit_conf
 from tests.harness.ports import free_port as _free_port
 
 __all__ = [
@@ -66,12 +67,14 @@ def start_connect_server(
     port: int | None = None,
     conf: dict[str, str] | None = None,
     jars: bool = True,
+    quick_jit: bool = True,
     timeout_s: float = 120.0,
 ) -> tuple[str, subprocess.Popen[bytes]]:
     """Start a Spark Connect server in a process group of its own, warmed up; its ``sc://``
     URL and process (stop it with :func:`stop_connect_server`).
 
     ``jars``: the project's connector jars on its ``spark.jars``, before ``conf``'s own.
+    ``quick_jit``: the JVM's JIT C1 only (:mod:`tests.harness.jvm`; the benchmarks pass False).
 
     Raises
     ------
@@ -91,6 +94,8 @@ def start_connect_server(
         **(conf or {}),
         **(spark_jars_conf((conf or {}).get("spark.jars")) if jars else {}),
     }
+    if quick_jit:  # a test's server: C1 only (tests/harness/jvm.py); the benchmarks keep C2
+        settings = quick_jit_conf(settings)
     submit = Path(sys.executable).parent / "spark-submit"
     args = [str(submit), "--class", _SERVER_CLASS, "--name", "Spark Connect server"]
     args += ["--master", master]
@@ -169,11 +174,13 @@ def running_connect_server(
     port: int | None = None,
     conf: dict[str, str] | None = None,
     jars: bool = True,
+    quick_jit: bool = True,
     timeout_s: float = 120.0,
 ) -> Iterator[str]:
     """Start a Spark Connect server; yield its ``sc://`` URL; stop it.
 
     ``jars``: the project's connector jars on its ``spark.jars``, before ``conf``'s own.
+    ``quick_jit``: the JVM's JIT C1 only (:mod:`tests.harness.jvm`; the benchmarks pass False).
 
     Raises
     ------
@@ -181,8 +188,9 @@ def running_connect_server(
         If the server exits or does not answer within ``timeout_s`` (with its log's tail).
     """
     url, process = start_connect_server(
-        work_dir, master=master, port=port, conf=conf, jars=jars, timeout_s=timeout_s
-    )
+        work_dir, master=master, port=port, conf=conf, jars=jars, quick_jit=quick_jit,
+        timeout_s=timeout_s,
+    )  # fmt: skip
     try:
         yield url
     finally:

@@ -65,13 +65,16 @@ def lakehouse_session() -> Any:
     and catalog (docs/jvm.md, "Lakehouse connectors")."""
     from airflow_trident.runtime.spark.session import local_session
     from tests.harness.jars import jars, require_jars
+    from tests.harness.jvm import quick_jit_conf
 
     conf = {
         "spark.jars": ",".join([*jars("spark"), *require_jars("delta")]),
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
     }
-    session = local_session("local[2]", shuffle_partitions=4, app_name="delta-spark", conf=conf)
+    session = local_session(
+        "local[2]", shuffle_partitions=4, app_name="delta-spark", conf=quick_jit_conf(conf)
+    )  # C1 only: tests/harness/jvm.py
     session.sparkContext.setLogLevel("ERROR")
     return session
 

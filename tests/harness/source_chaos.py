@@ -52,11 +52,13 @@ def spark_process() -> Iterator[Any]:
     from airflow_trident.batch.on_spark import process_on_spark
     from airflow_trident.runtime.spark.session import local_session
     from tests.harness.jars import require_jars, spark_jars_conf
+    from tests.harness.jvm import quick_jit_conf
 
     require_jars("spark")
     spark = local_session(
-        "local[2]", shuffle_partitions=4, app_name="source-chaos", conf=spark_jars_conf()
-    )
+        "local[2]", shuffle_partitions=4, app_name="source-chaos",
+        conf=quick_jit_conf(spark_jars_conf()),  # C1 only: tests/harness/jvm.py
+    )  # fmt: skip
     spark.sparkContext.setLogLevel("ERROR")
     try:
         yield lambda steps, txid: process_on_spark(steps, spark, txid, 0.0)
