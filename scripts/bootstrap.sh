@@ -57,14 +57,27 @@ fi
 uv_pip() { .venv/bin/uv pip "$@" --python "$PY" --quiet --compile-bytecode; }
 
 if [ -f pyproject.toml ]; then
-    # any change to pyproject.toml (a new dev tool such as import-linter) reinstalls .[dev]
-    stamp=".venv/.installed-$(sha256sum pyproject.toml | cut -c1-64)"
-    if [ -f "$stamp" ]; then
+    # any change to pyproject.toml (a new dev tool such as import-linter) reinstalls. What:
+    # TRIDENT_EXTRAS, default the project's whole set (dev,postgres); the main job and the UI
+    # command ask only for what their DAGs use (scripts/main.sh: no test tools, ~1/3 less to
+    # install on a fresh machine), and a later test command adds the rest. The whole set's stamp
+    # (.installed-<hash>) satisfies every request.
+    hash="$(sha256sum pyproject.toml | cut -c1-64)"
+    want="${TRIDENT_EXTRAS:-dev,postgres}"
+    stamp=".venv/.installed-$hash"
+    [ "$want" = "dev,postgres" ] || stamp="$stamp-$want"
+    if [ -f ".venv/.installed-$hash" ] || [ -f "$stamp" ]; then
         log "dependencies up to date ($(basename "$stamp" | cut -c1-22)...)"
     else
-        log "installing .[dev,postgres] (pyproject.toml changed or first run)"
-        uv_pip install -e '.[dev,postgres]'
-        rm -f .venv/.installed-*
+        log "installing .[$want] (pyproject.toml changed or first run)"
+        for old in .venv/.installed-*; do  # the stamps of another pyproject.toml
+            [[ -e $old && $old != ".venv/.installed-$hash"* ]] && rm -f "$old"
+        done
+        if [ "$want" = "dev,postgres" ]; then
+            uv_pip install -e '.[dev,postgres]'
+        else  # with the full pyspark (a local Spark Connect server), as dev has it
+            uv_pip install -e ".[$want]" "pyspark==$PYSPARK_VERSION"
+        fi
         touch "$stamp"
     fi
     # The editable build leaves airflow_trident.egg-info at the root. With the root on

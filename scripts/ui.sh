@@ -4,6 +4,8 @@
 # tests.harness.main_ui (--port, --work-dir, --check).
 set -euo pipefail
 export TRIDENT_SERVICES="${TRIDENT_SERVICES:-zookeeper}"  # the main job's home: no PostgreSQL
+# what its DAGs use (dags/): Spark Connect, Delta, Iceberg, Kafka; no test tools (bootstrap.sh)
+export TRIDENT_EXTRAS="${TRIDENT_EXTRAS:-connect,delta,iceberg,kafka,postgres}"
 # shellcheck source=scripts/env.sh
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 exec .venv/bin/python -m tests.harness.main_ui "$@"
