@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Create/refresh the project virtualenv (.venv) and the JVM jars of jvm/pom.xml (.work/jars,
-# scripts/jars.sh: Spark's Kafka connector and PostgreSQL's JDBC driver, the Kafka broker).
+# Create/refresh the project virtualenv (.venv) and Spark's JVM jars of jvm/pom.xml (.work/jars,
+# scripts/jars.sh: Spark's Kafka connector and PostgreSQL's JDBC driver; the Kafka broker's are
+# resolved by services.sh when it starts the broker).
 # Idempotent; a no-change run takes ~1 s.
 # Usage: scripts/bootstrap.sh [browser] [redis]
 #   the words install the Debian packages only some commands need: `browser` (Chromium and its
@@ -44,6 +45,14 @@ done
 # Parallel runs (test.sh, main.sh, helpers) share .venv: one installs, the others wait for it.
 exec 9>.venv/.bootstrap.lock
 flock 9
+
+# The JVM jars (docs/jvm.md), beside the Python install: resolved from Maven Central once, a
+# no-op after (a stamp of the pom's hash). Spark's (its Kafka connector, PostgreSQL's JDBC
+# driver) here; the Kafka broker's when `services.sh start kafka` starts it. Maven from Debian
+# if missing; Java 17 is Spark's and the broker's.
+command -v mvn >/dev/null || apt_install maven
+bash scripts/jars.sh spark &
+jars_pid=$!
 
 # uv installs the same pins as pip, ~4x faster on a cold cache (docs/testing.md, "Set-up")
 if [ "$(.venv/bin/uv --version 2>/dev/null | cut -d' ' -f2)" != "$UV_VERSION" ]; then
@@ -101,8 +110,5 @@ if [ "$have" != "$PYSPARK_VERSION" ]; then
     have="$("$PY" -c 'import pyspark; print(pyspark.__version__)')"
     [ "$have" = "$PYSPARK_VERSION" ] || { log "ERROR: pyspark is still $have"; exit 1; }
 fi
-# The JVM jars (docs/jvm.md): resolved from Maven Central once, a no-op after (a stamp of the
-# pom's hash). Maven from Debian if missing; Java 17 is Spark's and the broker's.
-command -v mvn >/dev/null || apt_install maven
-bash scripts/jars.sh spark kafka
+wait "$jars_pid" || { log "ERROR: scripts/jars.sh spark failed (its lines above)"; exit 1; }
 log "ok (pyspark $have)"
