@@ -249,6 +249,8 @@ kafka_start() {
     mkdir -p "$KAFKA_DIR"
     exec 7>"$KAFKA_DIR/.start.lock"  # two starts at once: one starts, the other reuses it
     flock 7
+    # the broker's jars, also when a broker is reused: the tests' private brokers need them too
+    ls "$KAFKA_JARS"/.resolved-* >/dev/null 2>&1 || bash "$ROOT/scripts/jars.sh" kafka
     if kafka_pid >/dev/null; then
         grep -qx "listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,.*" "$KAFKA_DIR/server.properties" ||
             die "our kafka (pid $(kafka_pid)) uses another port; run '$0 stop kafka' first"
@@ -257,7 +259,6 @@ kafka_start() {
         log "kafka: reusing the server on 127.0.0.1:$KAFKA_PORT (not started from $KAFKA_DIR)"
         return
     else
-        ls "$KAFKA_JARS"/.resolved-* >/dev/null 2>&1 || bash "$ROOT/scripts/jars.sh" kafka
         port_open "$KAFKA_CONTROLLER_PORT" &&
             die "port $KAFKA_CONTROLLER_PORT is in use; set TRIDENT_KAFKA_CONTROLLER_PORT"
         kafka_config
