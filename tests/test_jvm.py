@@ -73,8 +73,11 @@ def test_each_profile_is_a_group_of_the_script_and_the_harness() -> None:
     script = (ROOT / "scripts" / "jars.sh").read_text()
     assert sorted(_profiles()) == sorted(GROUPS)
     assert "spark|kafka|delta) resolve" in script
-    # bootstrap resolves what the test command needs: Spark's connectors and the broker
-    assert "bash scripts/jars.sh spark kafka" in (ROOT / "scripts" / "bootstrap.sh").read_text()
+    # bootstrap resolves Spark's connectors (every command), services.sh the broker's jars
+    # wherever it starts the broker (the test command, the tiers; not the main job)
+    assert "bash scripts/jars.sh spark &" in (ROOT / "scripts" / "bootstrap.sh").read_text()
+    services = (ROOT / "scripts" / "services.sh").read_text()
+    assert 'bash "$ROOT/scripts/jars.sh" kafka' in services.partition("kafka_start() {")[2]
 
 
 def test_the_spark_group_adds_only_what_pyspark_does_not_ship() -> None:
