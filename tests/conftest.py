@@ -193,8 +193,8 @@ def _controller_of_workers(config: pytest.Config) -> bool:
 
 def pytest_configure(config: pytest.Config) -> None:
     _database_of_this_worker()
-    # every JVM spark-submit starts for a test (the DAG runs' Spark jobs too, and any session or
-    # Connect server not given the option itself): its JIT C1 only (tests/harness/jvm.py)
+    # every JVM spark-submit starts for a test (the shared local session, the DAG runs' Spark
+    # jobs, Connect servers): its JIT C1 only (tests/harness/jvm.py)
     from tests.harness.jvm import QUICK_JIT
 
     os.environ.setdefault("SPARK_SUBMIT_OPTS", QUICK_JIT)
@@ -236,13 +236,12 @@ def spark() -> Iterator[Any]:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from airflow_trident.runtime.spark.session import local_session
     from tests.harness.jars import spark_jars_conf
-    from tests.harness.jvm import quick_jit_conf
 
     # the project's connector jars (Kafka, PostgreSQL JDBC: jvm/pom.xml, docs/jvm.md)
+    # (its JIT is C1 only through SPARK_SUBMIT_OPTS, set in pytest_configure)
     session = local_session(
-        "local[2]", shuffle_partitions=4, app_name="airflow-trident-tests",
-        conf=quick_jit_conf(spark_jars_conf()),  # C1 only: tests/harness/jvm.py
-    )  # fmt: skip
+        "local[2]", shuffle_partitions=4, app_name="airflow-trident-tests", conf=spark_jars_conf()
+    )
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
