@@ -12,7 +12,7 @@ manager calls this function while Airflow itself is starting.
 ['trident_state', 'trident_zookeeper']
 >>> sorted(info["config"]["trident"]["options"])
 ['connect_session_reuse', 'embedded', 'home', 'inline', 'spark_jars',
- 'spark_read_here_bytes', 'staging_root', 'state_conn_id']
+ 'spark_read_here_bytes', 'spark_read_here_records', 'staging_root', 'state_conn_id']
 >>> info["cli"], [p["name"] for p in info["plugins"]]
 (['airflow_trident.cli.get_cli_commands'], ['trident_notes', 'trident_drpc', 'trident_status'])
 """
@@ -249,6 +249,19 @@ CONFIG: dict[str, Any] = {
                 "type": "integer",
                 "example": "0",
                 "default": "1048576",
+            },
+            "spark_read_here_records": {
+                "description": (
+                    "Likewise for sources whose ranges know their records, not their bytes "
+                    "(Kafka offset ranges, next - first each): a batch of at most this many "
+                    "offsets is read by the process step's Spark driver with the spout's own "
+                    "consumer and handed to Spark as one table; larger batches are read by "
+                    "Spark's Kafka connector on its tasks. 0 = always by Spark's tasks."
+                ),
+                "version_added": _ADDED,
+                "type": "integer",
+                "example": "0",
+                "default": "50000",
             },
             "spark_jars": {
                 "description": (

@@ -32,9 +32,11 @@ size ``ratio=<ours s per batch / SSS s per batch>`` (the faster SSS; target <= 1
 
 The read figure (``--read-rounds``, after each size's rounds): the ranges of that size's last
 batch, read on the Connect server (both in the topology's shared session, as ours reads) into
-Spark's ``noop`` sink, alternating: *ours* is the Spark runtime's read of a batch's ranges
-(:func:`~airflow_trident.runtime.spark.native.native_partitions`: one ``format("kafka")`` read
-per range, the spout's parser in ``mapInArrow``, the rows counted by an observation); *Spark*
+Spark's ``noop`` sink, alternating: *ours* is the Spark runtime's read of a batch's ranges as a
+batch reads them (:func:`~airflow_trident.runtime.spark.inputs.source` with the default limits:
+up to ``[trident] spark_read_here_records`` offsets, 50,000, the driver's read with the spout's
+consumer handed to Spark as one Arrow table; beyond it one ``format("kafka")`` read of all the
+ranges, the spout's parser in ``mapInArrow``, the rows counted by an observation); *Spark*
 is one ``spark.read.format("kafka")`` of the same ``startingOffsets``/``endingOffsets`` with the
 same options, the value parsed by ``from_json``, the same fields. Printed: records/s of each,
 median and spread, and ``read_ratio=<ours records/s / Spark records/s>`` (target >= 0.95).
@@ -215,21 +217,25 @@ class LocalKafkaSss(SssWorker):
 
 
 def our_read(spark: Any, spout: Any, topic: str, batch: dict[int, tuple[int, int]]) -> int:
-    """The Spark runtime's read of ``batch``'s ranges into the ``noop`` sink; its records."""
+    """The Spark runtime's read of ``batch``'s ranges (as a batch reads them: by the driver or
+    by Spark's tasks, :func:`~airflow_trident.runtime.spark.inputs.source`) into the ``noop``
+    sink; its records."""
     from airflow_trident.attempt import TransactionAttempt
-    from airflow_trident.runtime.spark.native import native_partitions
+    from airflow_trident.runtime.spark import inputs
     from airflow_trident.spout.kafka import partition_id
     from airflow_trident.spout.ranges import PartitionRows
 
     attempt = TransactionAttempt(1, 0)
-    parts = []
+    parts = {}
     for p, (first, nxt) in sorted(batch.items()):
         rows = PartitionRows()
         meta = {"topic": topic, "partition": p, "first": first, "next": nxt}
         rows.add_range(spout.range_of(attempt, meta))
-        parts.append((partition_id(topic, p), rows))
-    native_partitions(spark, parts, None).write.format("noop").mode("overwrite").save()
-    seen = sum(rows.records() for _, rows in parts)
+        parts[partition_id(topic, p)] = rows
+    fields = tuple(spout.output_fields)
+    frame = inputs.source(spark, fields, parts, fields, exact=False, sentinel=False, sample_rows=0)
+    frame.df.write.format("noop").mode("overwrite").save()
+    seen = sum(rows.records() for rows in parts.values())
     return seen
 
 

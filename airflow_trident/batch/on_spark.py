@@ -123,10 +123,11 @@ def process_on_spark(
     emit_wait: float,
     *,
     read_here_bytes: int | None = None,
+    read_here_records: int | None = None,
     inline: bool | None = None,
 ) -> dict[str, Any]:
     """Emit batch ``txid`` (a new attempt), run its plan on ``spark`` and stage it; return the
-    manifest. ``read_here_bytes``, ``inline``: see
+    manifest. ``read_here_bytes``, ``read_here_records``, ``inline``: see
     :class:`~airflow_trident.runtime.spark.SparkBatchProcessor` (``None``: its default)."""
     from airflow_trident.runtime.spark import SparkBatchProcessor
 
@@ -134,8 +135,9 @@ def process_on_spark(
     log.info("txid %d attempt %d: emitting", plan.txid, plan.attempt.attempt_id)
     sources = steps.emit(plan, wait_s=emit_wait)
     processor = SparkBatchProcessor(
-        steps.topology, states=steps.states, read_here_bytes=read_here_bytes, inline=inline
-    )
+        steps.topology, states=steps.states, read_here_bytes=read_here_bytes,
+        read_here_records=read_here_records, inline=inline,
+    )  # fmt: skip
     with processor.process(spark, plan.txid, sources) as result:
         manifest = stage_frames(steps.staging, plan, result)
     log.info(
@@ -155,17 +157,19 @@ def commit_on_spark(
     emit_wait: float,
     *,
     read_here_bytes: int | None = None,
+    read_here_records: int | None = None,
     inline: bool | None = None,
 ) -> dict[str, Any]:
     """Commit staged batch ``txid`` with its partitions applied by Spark tasks; write and
     return the commit summary (a stale staged batch is processed again, as
-    :func:`process_on_spark` with ``read_here_bytes`` does)."""
+    :func:`process_on_spark` with ``read_here_bytes`` and ``read_here_records`` does)."""
     from airflow_trident.runtime.spark.commit import SparkBatchApplier
 
     def reprocess(stale: int) -> dict[str, Any]:
         return process_on_spark(
-            steps, spark, stale, emit_wait, read_here_bytes=read_here_bytes, inline=inline
-        )
+            steps, spark, stale, emit_wait, read_here_bytes=read_here_bytes,
+            read_here_records=read_here_records, inline=inline,
+        )  # fmt: skip
 
     applier = SparkBatchApplier(spark, reference, steps.staging, reprocess, steps.states)
     summary = steps.commit(txid, applier=applier)

@@ -85,13 +85,14 @@ class InWorker:
 class OnSpark:
     """On a SparkSession this process drives: ``session(steps)`` opens it (and closes it at
     the block's end); ``reference`` is the topology's ``module:attribute`` (Spark tasks import
-    it); ``read_here_bytes`` and ``inline``: see
+    it); ``read_here_bytes``, ``read_here_records`` and ``inline``: see
     :class:`~airflow_trident.runtime.spark.SparkBatchProcessor` (``None``: its default)."""
 
     session: Callable[[BatchSteps], AbstractContextManager[Any]]
     reference: str
     where: str = "on Spark"
     read_here_bytes: int | None = None
+    read_here_records: int | None = None
     inline: bool | None = None
 
     def process(self, steps: BatchSteps, txid: int, *, emit_wait_s: float) -> dict[str, Any]:
@@ -100,7 +101,7 @@ class OnSpark:
         with self.session(steps) as spark:
             return process_on_spark(
                 steps, spark, txid, emit_wait_s, read_here_bytes=self.read_here_bytes,
-                inline=self.inline,
+                read_here_records=self.read_here_records, inline=self.inline,
             )  # fmt: skip
 
     def commit(self, steps: BatchSteps, txid: int) -> dict[str, Any]:
@@ -109,7 +110,7 @@ class OnSpark:
         with self.session(steps) as spark:
             return commit_on_spark(
                 steps, spark, self.reference, txid, 0.0, read_here_bytes=self.read_here_bytes,
-                inline=self.inline,
+                read_here_records=self.read_here_records, inline=self.inline,
             )  # fmt: skip
 
 

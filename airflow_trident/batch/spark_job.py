@@ -55,6 +55,9 @@ def _args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--read-here-bytes", type=int, default=None, help="[trident] spark_read_here_bytes"
     )
     parser.add_argument(
+        "--read-here-records", type=int, default=None, help="[trident] spark_read_here_records"
+    )
+    parser.add_argument(
         "--no-inline", action="store_true", help="[trident] inline = false: nothing is inlined"
     )
     parser.add_argument(
@@ -94,7 +97,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.commit:
             summary = commit_on_spark(
                 steps, spark, args.topology, args.txid, args.emit_wait,
-                read_here_bytes=args.read_here_bytes, inline=False if args.no_inline else None,
+                read_here_bytes=args.read_here_bytes, read_here_records=args.read_here_records,
+                inline=False if args.no_inline else None,
             )  # fmt: skip
             shown = {k: summary.get(k) for k in ("applied", "records_in", "keys_written")}
             log.info(
@@ -103,7 +107,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             process_on_spark(
                 steps, spark, args.txid, args.emit_wait, read_here_bytes=args.read_here_bytes,
-                inline=False if args.no_inline else None,
+                read_here_records=args.read_here_records, inline=False if args.no_inline else None,
             )  # fmt: skip
             log.info("txid %d processed in %.1fs", args.txid, time.monotonic() - started)
         return 0

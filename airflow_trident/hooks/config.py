@@ -31,6 +31,10 @@ Options (declared with types and defaults in ``get_provider_info()["config"]``, 
     reader and handed to Spark as one table; larger batches are read by Spark's tasks in
     parallel. ``0``: always by Spark's tasks. See
     :mod:`~airflow_trident.runtime.spark.driver_read`.
+``spark_read_here_records``
+    Likewise for sources whose ranges know their records, not their bytes (Kafka offset
+    ranges: ``next - first`` each): a batch of at most this many offsets (default 50000) is
+    read by the driver with the spout's own consumer. ``0``: always by Spark's tasks.
 ``spark_jars``
     Jars every ``spark-submit`` of a batch (process step, Spark commit) adds to
     ``spark.jars`` after the DAG's own ``spark_conf["spark.jars"]``: comma-separated paths or
@@ -69,6 +73,7 @@ __all__ = [
     "setting",
     "spark_jars",
     "spark_read_here_bytes",
+    "spark_read_here_records",
     "staging_root",
     "state_conn_id",
 ]
@@ -180,10 +185,37 @@ def spark_read_here_bytes() -> int:
     ConfigurationError
         If it is not a whole number of bytes, 0 or more.
     """
-    value = (setting("spark_read_here_bytes") or "1048576").strip()
+    return _count("spark_read_here_bytes", 1 << 20, "bytes")
+
+
+def spark_read_here_records() -> int:
+    """``[trident] spark_read_here_records`` (default 50000).
+
+    >>> import os
+    >>> spark_read_here_records()
+    50000
+    >>> os.environ["AIRFLOW__TRIDENT__SPARK_READ_HERE_RECORDS"] = "many"
+    >>> try:
+    ...     spark_read_here_records()
+    ... except ConfigurationError as exc:
+    ...     print(exc)
+    [trident] spark_read_here_records is 'many'; hint: a number of records, 0 or more
+    >>> del os.environ["AIRFLOW__TRIDENT__SPARK_READ_HERE_RECORDS"]
+
+    Raises
+    ------
+    ConfigurationError
+        If it is not a whole number of records, 0 or more.
+    """
+    return _count("spark_read_here_records", 50_000, "records")
+
+
+def _count(option: str, default: int, unit: str) -> int:
+    """A whole-number option, 0 or more."""
+    value = (setting(option) or str(default)).strip()
     if value.isdigit():
         return int(value)
-    msg = f"[{SECTION}] spark_read_here_bytes is {value!r}; hint: a number of bytes, 0 or more"
+    msg = f"[{SECTION}] {option} is {value!r}; hint: a number of {unit}, 0 or more"
     raise ConfigurationError(msg)
 
 

@@ -90,6 +90,7 @@ def job_arguments(
     emit_wait_s: float,
     commit: bool = False,
     read_here_bytes: int | None = None,
+    read_here_records: int | None = None,
 ) -> list[str]:
     """The Spark job's command-line arguments (``batch/spark_job.py``): never a secret."""
     args = [
@@ -108,6 +109,8 @@ def job_arguments(
         args.append("--commit")
     if read_here_bytes is not None:
         args += ["--read-here-bytes", str(read_here_bytes)]
+    if read_here_records is not None:
+        args += ["--read-here-records", str(read_here_records)]
     from airflow_trident.hooks.config import inline_user_code
 
     if not inline_user_code():  # [trident] inline
@@ -294,9 +297,13 @@ def connect_share_key(steps: BatchSteps) -> str | None:
 def connect_route(spark_connect_conn_id: str, reference: str) -> OnSpark:
     """The Spark Connect route (:class:`~airflow_trident.batch.routes.OnSpark`) of the topology
     ``reference`` through the server of ``spark_connect_conn_id``: sessions shared per topology
-    and code (:func:`connect_share_key`), ``[trident] spark_read_here_bytes`` and ``inline``
-    read now."""
-    from airflow_trident.hooks.config import inline_user_code, spark_read_here_bytes
+    and code (:func:`connect_share_key`), ``[trident] spark_read_here_bytes``,
+    ``spark_read_here_records`` and ``inline`` read now."""
+    from airflow_trident.hooks.config import (
+        inline_user_code,
+        spark_read_here_bytes,
+        spark_read_here_records,
+    )
 
     def session(steps: BatchSteps) -> AbstractContextManager[Any]:
         return connect_session(spark_connect_conn_id, share=connect_share_key(steps))
@@ -306,6 +313,7 @@ def connect_route(spark_connect_conn_id: str, reference: str) -> OnSpark:
         reference=reference,
         where=f"on Spark Connect (connection {spark_connect_conn_id})",
         read_here_bytes=spark_read_here_bytes(),
+        read_here_records=spark_read_here_records(),
         inline=inline_user_code() or None,
     )
 
@@ -345,7 +353,7 @@ class JobSubmitter:
     def __call__(self, step: str, txid: int, emit_wait_s: float) -> None:
         from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
-        from airflow_trident.hooks.config import spark_read_here_bytes
+        from airflow_trident.hooks.config import spark_read_here_bytes, spark_read_here_records
 
         config = self.hook.zookeeper_config()
         secrets = job_secrets(config, self.hook.state_url())
@@ -363,6 +371,7 @@ class JobSubmitter:
                 emit_wait_s=emit_wait_s,
                 commit=step == "commit",
                 read_here_bytes=spark_read_here_bytes(),
+                read_here_records=spark_read_here_records(),
             ),
         )
         warn_if_remote_driver(deploy_mode(self.spark_conn_id), secrets)

@@ -9,7 +9,7 @@ from typing import Any
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
 from airflow_trident.batch.routes import BySubmit, process_by
-from airflow_trident.hooks.config import spark_read_here_bytes
+from airflow_trident.hooks.config import spark_read_here_bytes, spark_read_here_records
 from airflow_trident.hooks.dagruns import dagrun_states
 from airflow_trident.hooks.spark import (
     SPARK_JOB,
@@ -103,7 +103,7 @@ class ProcessBatchOperator(TridentLineageMixin, TridentTask, SparkSubmitOperator
         config = hook.zookeeper_config()
         self.application_args = job_arguments(
             self.topology, txid, self.staging_root, config, emit_wait_s=emit_wait_s,
-            read_here_bytes=spark_read_here_bytes(),
+            read_here_bytes=spark_read_here_bytes(), read_here_records=spark_read_here_records(),
         )  # fmt: skip
         mode = deploy_mode(self.spark_conn_id, self.deploy_mode)
         secrets = job_secrets(config, hook.state_url())

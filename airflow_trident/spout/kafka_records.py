@@ -191,6 +191,13 @@ class KafkaRange:
         return self.records is not None
 
     @property
+    def size_records(self) -> int:
+        """At most this many records: the range's offsets (markers and compaction leave gaps),
+        or its count when known (the Spark runtime's driver read limit,
+        ``[trident] spark_read_here_records``)."""
+        return self.records if self.records is not None else max(0, self.next - self.first)
+
+    @property
     def count(self) -> int:
         if self.records is not None:
             return self.records

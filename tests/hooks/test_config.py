@@ -150,3 +150,29 @@ def test_inlining_follows_the_trident_section_to_the_spark_job(
     monkeypatch.setenv("AIRFLOW__TRIDENT__INLINE", "sometimes")
     with pytest.raises(ConfigurationError, match=r"\[trident\] inline is 'sometimes'"):
         config.inline_user_code()
+
+
+def test_the_records_limit_of_the_driver_read_follows_the_trident_section_to_the_spark_job(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from airflow_trident.batch.spark_job import _args
+    from airflow_trident.coordination.client import ZkConfig
+    from airflow_trident.hooks.spark import job_arguments
+
+    # Given nothing configured: 50,000 offsets (a Kafka batch's ranges)
+    monkeypatch.delenv("AIRFLOW__TRIDENT__SPARK_READ_HERE_RECORDS", raising=False)
+    assert config.spark_read_here_records() == 50_000
+    # When [trident] spark_read_here_records is 0 (always Spark's connector)
+    monkeypatch.setenv("AIRFLOW__TRIDENT__SPARK_READ_HERE_RECORDS", "0")
+    here = config.spark_read_here_records()
+    # Then the spark-submit jobs of process and commit are told so, beside the bytes limit
+    for commit in (False, True):
+        argv = job_arguments("m:t", 3, "/s", ZkConfig(hosts="zk:2181"), emit_wait_s=1.0,
+                             commit=commit, read_here_bytes=7, read_here_records=here)  # fmt: skip
+        args = _args(argv)
+        assert (args.commit, args.read_here_bytes, args.read_here_records) == (commit, 7, 0)
+    assert _args(argv[:-2]).read_here_records is None  # the processor's default
+    # And a value that is not a number of records is refused, naming the option
+    monkeypatch.setenv("AIRFLOW__TRIDENT__SPARK_READ_HERE_RECORDS", "-1")
+    with pytest.raises(ConfigurationError, match=r"spark_read_here_records is '-1'"):
+        config.spark_read_here_records()

@@ -1,12 +1,17 @@
 """Small source ranges read by the driver: a batch whose ranges all say how many bytes their
-files hold, together no more than a limit, is read in the driver's process by the ranges' own
+files hold, together no more than a limit (or, for ranges that know their records and not
+their bytes, Kafka's offset ranges, how many offsets they span, together no more than a
+limit of records), is read in the driver's process by the ranges' own
 in-process reader (:meth:`~airflow_trident.spout.ranges.SourceRange.rows`, the local runtime's
 read: the same records, values and malformed-record errors, by construction) and handed to
 Spark as one Arrow table of the read specs' types.
 
 Why: reading a small batch on the executors costs a Python worker round trip per task (the
 file log's line parser runs in Python, so both runtimes take the same records), about
-0.3 s per batch on Spark Connect for a 100 KB batch, more than reading and parsing it here.
+0.3 s per batch on Spark Connect for a 100 KB batch, more than reading and parsing it here;
+a Kafka range read by Spark's connector costs a Spark job per batch (1.3-1.9 s for 10,000
+records on ``local[2]``, docs/performance.md) where the spout's consumer reads and parses
+10,000 records here in 0.2-0.3 s and 100,000 in about 1 s.
 Large batches keep the parallel read (:mod:`~airflow_trident.runtime.spark.native`).
 """
 
@@ -21,7 +26,7 @@ from airflow_trident.runtime.spark.compile import ROW
 from airflow_trident.runtime.spark.native import ARROW_TYPES
 from airflow_trident.spout.ranges import PartitionRows
 
-__all__ = ["READ_HERE_BYTES", "reads_here", "table_here"]
+__all__ = ["READ_HERE_BYTES", "READ_HERE_RECORDS", "reads_here", "table_here"]
 
 Row = tuple[Any, ...]
 
@@ -29,22 +34,33 @@ READ_HERE_BYTES = 1 << 20
 """The default limit: batches whose ranges hold at most this many bytes are read by the
 driver."""
 
+READ_HERE_RECORDS = 50_000
+"""The default limit for ranges that know their records (``size_records``), not their bytes:
+batches of at most this many together are read by the driver."""
 
-def reads_here(parts: Sequence[tuple[str, Sequence[Row]]], limit: int) -> bool:
-    """Whether the driver reads ``parts`` (every piece a range that knows its size, all of
-    one schema of known types, at most ``limit`` bytes together)."""
-    if limit <= 0:
-        return False
-    total, schemas = 0, set()
+
+def reads_here(
+    parts: Sequence[tuple[str, Sequence[Row]]],
+    limit: int,
+    limit_records: int = READ_HERE_RECORDS,
+) -> bool:
+    """Whether the driver reads ``parts``: every piece a range that knows its size, all of one
+    schema of known types, at most ``limit`` bytes together (ranges that say ``size_bytes``)
+    and at most ``limit_records`` records together (ranges that say ``size_records``, an
+    upper bound: a Kafka range's offsets). A limit of 0 leaves its kind of range to Spark."""
+    totals, limits, schemas = [0, 0], (limit, limit_records), set()
     for _, part in parts:
         if not isinstance(part, PartitionRows) or part.emitted_rows:
             return False
         for source in part.ranges:
             size = getattr(source, "size_bytes", None)
+            kind = 0
             if size is None:
+                size, kind = getattr(source, "size_records", None), 1
+            if size is None or limits[kind] <= 0:
                 return False
-            total += int(size)
-            if total > limit:
+            totals[kind] += int(size)
+            if totals[kind] > limits[kind]:
                 return False
             schemas.add(source.read_spec().schema)
     return len(schemas) == 1 and all(k in ARROW_TYPES for _, k in next(iter(schemas)))

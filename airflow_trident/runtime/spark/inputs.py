@@ -25,7 +25,12 @@ from airflow_trident.runtime.repartition import repartition
 from airflow_trident.runtime.result import Partitions
 from airflow_trident.runtime.spark import compile as C
 from airflow_trident.runtime.spark.columns import array_of
-from airflow_trident.runtime.spark.driver_read import READ_HERE_BYTES, reads_here, table_here
+from airflow_trident.runtime.spark.driver_read import (
+    READ_HERE_BYTES,
+    READ_HERE_RECORDS,
+    reads_here,
+    table_here,
+)
 from airflow_trident.runtime.spark.frames import Frame, PendingAgg, Sample
 from airflow_trident.runtime.spark.native import native_partitions, native_types
 from airflow_trident.runtime.spark.python_ops import (
@@ -69,16 +74,18 @@ def source(
     sentinel: bool,
     sample_rows: int,
     read_here_bytes: int = READ_HERE_BYTES,
+    read_here_records: int = READ_HERE_RECORDS,
 ) -> Frame:
     """The emitted rows (``columns`` of them), built column by column into one Arrow table.
 
     Exact: one Spark partition per source partition, in name order (the local runtime's).
     Ranges are read by Spark, or by this process when they hold at most ``read_here_bytes``
+    (ranges that know their records, not their bytes: ``read_here_records``)
     (:mod:`~airflow_trident.runtime.spark.driver_read`).
     """
     parts = sorted(emitted.items())
     if any(isinstance(part, PartitionRows) and part.native for _, part in parts):
-        if reads_here(parts, read_here_bytes):
+        if reads_here(parts, read_here_bytes, read_here_records):
             ranged = cast(list[tuple[str, PartitionRows]], parts)  # reads_here checked it
             return _source_here(spark, fields, ranged, columns, exact, sentinel, sample_rows)
         return _native_source(spark, fields, parts, columns, exact, sentinel, sample_rows)

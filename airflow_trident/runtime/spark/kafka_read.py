@@ -15,6 +15,12 @@ in-process read (partition by partition, in offset order) names: :func:`first_ma
 reads the batch's ranges again, keeping only their malformed records, and gives the first
 in the in-process order, which the driver raises instead (a second job, only when a batch fails).
 
+A batch's ranges that read alike (one parser but for the partition it names in errors, one
+connection, one isolation level) are one ``format("kafka")`` read of all their topic partitions
+(:func:`read_kafka_ranges`): one Spark scan, a task per topic partition as before, each task's
+records parsed with the parser of its own partition, so a malformed record's error names the
+batch partition it does in process.
+
 The connector jar (``org.apache.spark:spark-sql-kafka-0-10``) is on the session's
 ``spark.jars`` (docs/jvm.md). The options hold the connection's ``kafka.*`` settings (SASL's
 JAAS line among them): they go to the reader, never to a log.
@@ -26,10 +32,10 @@ import base64
 import functools
 import json
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pyarrow as pa
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -43,7 +49,7 @@ from airflow_trident.spout.kafka_records import (
     text,
 )
 
-__all__ = ["ARROW", "SQL", "fast_columns", "first_malformed", "read_kafka"]
+__all__ = ["ARROW", "SQL", "fast_columns", "first_malformed", "read_kafka", "read_kafka_ranges"]
 
 ARROW = {"string": pa.string(), "bigint": pa.int64(), "int": pa.int32(),
          "double": pa.float64(), "boolean": pa.bool_(), "binary": pa.binary()}  # fmt: skip
@@ -58,6 +64,9 @@ class _Parse:
 
     parser: KafkaRecordParser
     report: bool = False
+    wheres: tuple[tuple[str, int, str], ...] = ()
+    """A read of several ranges: ``(topic, partition, where)`` of each, the ``where`` its
+    records' errors name (the parser's own ``where`` otherwise)."""
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         if self.report:
@@ -66,19 +75,43 @@ class _Parse:
         schema = self.parser.out_schema
         arrow = pa.schema([pa.field(n, ARROW[k]) for n, k in schema])
         try:
-            for batch in batches:
-                fast = fast_columns(self.parser, batch)
-                if fast is not None:
-                    yield pa.RecordBatch.from_arrays(fast, schema=arrow)
-                    continue
-                rows = [row for row in map(self.parser.parse, _batch_raws(batch))
-                        if row is not None]  # fmt: skip
-                yield pa.RecordBatch.from_arrays(
-                    [pa.array([r[j] for r in rows], arrow.field(j).type)
-                     for j in range(len(schema))], schema=arrow,
-                )  # fmt: skip
+            for whole in batches:
+                for parser, batch in self._by_partition(whole):
+                    fast = fast_columns(parser, batch)
+                    if fast is not None:
+                        yield pa.RecordBatch.from_arrays(fast, schema=arrow)
+                        continue
+                    rows = [row for row in map(parser.parse, _batch_raws(batch))
+                            if row is not None]  # fmt: skip
+                    yield pa.RecordBatch.from_arrays(
+                        [pa.array([r[j] for r in rows], arrow.field(j).type)
+                         for j in range(len(schema))], schema=arrow,
+                    )  # fmt: skip
         except TridentError as exc:
             raise RuntimeError(failure_text(exc)) from None
+
+    def _by_partition(
+        self, batch: pa.RecordBatch
+    ) -> Iterator[tuple[KafkaRecordParser, pa.RecordBatch]]:
+        """``batch``'s records with the parser of their range: one piece per topic partition,
+        each in the batch's order (a task of the connector reads one topic partition: one
+        piece)."""
+        if not self.wheres or batch.num_rows == 0:
+            yield self.parser, batch
+            return
+        import pyarrow.compute as pc
+
+        wheres = {(t, p): w for t, p, w in self.wheres}
+        topics = batch.column("topic").cast(pa.string())
+        parts = batch.column("partition").cast(pa.int32())
+        keys = list(dict.fromkeys(zip(topics.to_pylist(), parts.to_pylist(), strict=True)))
+        for topic, partition in keys:
+            piece = batch
+            if len(keys) > 1:
+                mask = pc.and_(pc.equal(topics, topic), pc.equal(parts, partition))
+                piece = batch.filter(mask)
+            where = wheres.get((topic, partition), self.parser.where)
+            yield replace(self.parser, where=where), piece
 
     def _malformed(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for raws in _raws(batches):
@@ -216,6 +249,90 @@ def first_malformed(spark: SparkSession, specs: Sequence[KafkaReadSpec]) -> str 
     union = functools.reduce(DataFrame.unionByName, frames)
     first = union.orderBy("seq", "offset").limit(1).collect()
     return str(first[0]["error"]) if first else None
+
+
+_RANGE_OPTIONS = ("assign", "startingOffsets", "endingOffsets")
+
+
+def _offsets(spec: KafkaReadSpec) -> list[tuple[str, int, int, int]]:
+    """``(topic, partition, first, next)`` of each topic partition ``spec`` reads."""
+    starts = json.loads(spec.options["startingOffsets"])
+    ends = json.loads(spec.options["endingOffsets"])
+    return [(topic, int(p), int(first), int(ends[topic][p]))
+            for topic, parts in starts.items() for p, first in parts.items()]  # fmt: skip
+
+
+def read_kafka_ranges(
+    spark: SparkSession, specs: Sequence[tuple[int, KafkaReadSpec]], column: str | None
+) -> list[DataFrame]:
+    """The DataFrames of Kafka ranges ``specs`` (each with its source partition's index):
+    one ``format("kafka")`` read per group of ranges that read alike, of distinct topic
+    partitions (any other range is read alone); with ``column``, a column of that name holds
+    each record's source partition index (from its topic and partition)."""
+    groups: dict[tuple[object, ...], list[tuple[int, KafkaReadSpec]]] = {}
+    for index, spec in specs:
+        assert spec.parser is not None
+        alike = tuple(sorted((k, v) for k, v in spec.options.items() if k not in _RANGE_OPTIONS))
+        groups.setdefault((replace(spec.parser, where=""), alike), []).append((index, spec))
+    frames = []
+    for members in groups.values():
+        ranges = [(index, spec, r) for index, spec in members for r in _offsets(spec)]
+        if len({r[:2] for _, _, r in ranges}) < len(ranges):  # a topic partition twice
+            frames += [_tagged(read_kafka(spark, spec), spec, [(index, spec, r)], column)
+                       for index, spec, r in ranges]  # fmt: skip
+            continue
+        frames.append(_tagged(_read_together(spark, members[0][1], ranges), members[0][1],
+                              ranges, column))  # fmt: skip
+    return frames
+
+
+def _read_together(
+    spark: SparkSession,
+    first: KafkaReadSpec,
+    ranges: Sequence[tuple[int, KafkaReadSpec, tuple[str, int, int, int]]],
+) -> DataFrame:
+    """One read of every topic partition of ``ranges`` (they read alike: ``first``'s way)."""
+    assign: dict[str, list[int]] = {}
+    starts: dict[str, dict[str, int]] = {}
+    ends: dict[str, dict[str, int]] = {}
+    wheres = []
+    for _, spec, (topic, partition, begin, end) in ranges:
+        assign.setdefault(topic, []).append(partition)
+        starts.setdefault(topic, {})[str(partition)] = begin
+        ends.setdefault(topic, {})[str(partition)] = end
+        assert spec.parser is not None
+        wheres.append((topic, partition, spec.parser.where))
+    options = {
+        **first.options,
+        "assign": json.dumps(assign),
+        "startingOffsets": json.dumps(starts),
+        "endingOffsets": json.dumps(ends),
+    }
+    assert first.parser is not None
+    raw = _connector_rows(spark, replace(first, options=options))
+    struct = T.StructType([T.StructField(n, SQL[k]) for n, k in first.parser.out_schema])
+    return raw.mapInArrow(_Parse(first.parser, wheres=tuple(wheres)), struct)
+
+
+def _tagged(
+    df: DataFrame,
+    spec: KafkaReadSpec,
+    ranges: Sequence[tuple[int, KafkaReadSpec, tuple[str, int, int, int]]],
+    column: str | None,
+) -> DataFrame:
+    """``df`` with ``column``: each record's source partition index, by its topic partition
+    (the parsed tuple's ``topic`` and ``partition`` fields, the last five but four)."""
+    if column is None:
+        return df
+    assert spec.parser is not None
+    names = [name for name, _ in spec.parser.out_schema]
+    topic, partition = F.col(f"`{names[-5]}`"), F.col(f"`{names[-4]}`")
+    index: Column | None = None
+    for i, _, (t, p, _, _) in ranges:
+        hit = (topic == F.lit(t)) & (partition == F.lit(p))
+        index = F.when(hit, F.lit(i)) if index is None else index.when(hit, F.lit(i))
+    assert index is not None
+    return df.withColumn(column, index.cast("int"))
 
 
 def read_kafka(spark: SparkSession, spec: KafkaReadSpec) -> DataFrame:

@@ -343,17 +343,24 @@ def native_partitions(
     column = pid or _PID
     frames = []
     lines: dict[tuple[object, ...], list[tuple[int, ReadSpec]]] = {}
+    kafka: list[tuple[int, KafkaReadSpec]] = []
     for index, (_, rows) in enumerate(parts):  # the index over every partition, as locally
         others = []
         for source in rows.ranges:
             spec = source.read_spec()
             if spec.lines is not None:
                 lines.setdefault((*_read_kind(spec), type(spec.lines)), []).append((index, spec))
+            elif isinstance(spec, KafkaReadSpec):
+                kafka.append((index, spec))
             else:
                 others.append(source)
         if others:
             frames.append(_merged(spark, others).withColumn(column, F.lit(index).cast("int")))
     frames += [_lines_of_partitions(spark, group, column) for group in lines.values()]
+    if kafka:  # one read of a batch's Kafka ranges (kafka_read.read_kafka_ranges)
+        from airflow_trident.runtime.spark.kafka_read import read_kafka_ranges
+
+        frames += read_kafka_ranges(spark, kafka, column)
     df = functools.reduce(DataFrame.unionByName, frames)
     uncounted = [(i, rows) for i, (_, rows) in enumerate(parts) if rows.ranges and not rows.counted]
     if uncounted:
@@ -457,8 +464,12 @@ def _merged(spark: SparkSession, sources: Sequence[SourceRange]) -> DataFrame:
     """The ranges read together: one read of all the files of ranges that read alike."""
     groups: dict[tuple[object, ...], list[ReadSpec]] = {}
     wheres: dict[tuple[object, ...], str] = {}
+    kafka: list[tuple[int, KafkaReadSpec]] = []
     for source in sources:
         spec = source.read_spec()
+        if isinstance(spec, KafkaReadSpec):
+            kafka.append((0, spec))
+            continue
         key = _read_kind(spec)
         groups.setdefault(key, []).append(spec)
         where = str(getattr(source, "where", ""))
@@ -468,4 +479,8 @@ def _merged(spark: SparkSession, sources: Sequence[SourceRange]) -> DataFrame:
                   wheres[key])
         for key, specs in groups.items()
     ]  # fmt: skip
+    if kafka:
+        from airflow_trident.runtime.spark.kafka_read import read_kafka_ranges
+
+        frames += read_kafka_ranges(spark, kafka, None)
     return functools.reduce(DataFrame.unionByName, frames)

@@ -90,6 +90,11 @@ class SparkBatchProcessor:
         one Arrow table; larger batches are read by Spark's tasks in parallel. ``0``: always
         by Spark. Default: :data:`~airflow_trident.runtime.spark.driver_read.READ_HERE_BYTES`
         (1 MiB).
+    read_here_records:
+        Likewise for ranges that know how many records they hold at most, not their bytes
+        (Kafka offset ranges): at most this many together are read by this process with the
+        spout's own consumer. ``0``: always by Spark's connector. Default:
+        :data:`~airflow_trident.runtime.spark.driver_read.READ_HERE_RECORDS` (50,000).
     inline:
         ``False``: no per-tuple function or filter runs as one comprehension over the columns
         (``[trident] inline``); ``None`` (default) or ``True``: as the topology says
@@ -105,6 +110,7 @@ class SparkBatchProcessor:
         reference: str | None = None,
         states: StateBinding | None = None,
         read_here_bytes: int | None = None,
+        read_here_records: int | None = None,
         inline: bool | None = None,
     ) -> None:
         self.topology = topology
@@ -113,6 +119,8 @@ class SparkBatchProcessor:
         self.sample_rows = sample_rows
         here = driver_read.READ_HERE_BYTES if read_here_bytes is None else read_here_bytes
         self.read_here_bytes = here
+        records = read_here_records
+        self.read_here_records = driver_read.READ_HERE_RECORDS if records is None else records
         self.reference = reference
         self.states = states or StateBinding()
 
@@ -325,6 +333,7 @@ class _Run:
                 sentinel=sentinel,
                 sample_rows=self.p.sample_rows,
                 read_here_bytes=self.p.read_here_bytes,
+                read_here_records=self.p.read_here_records,
             )
         ups = [self.frames[i.stage] for i in stage.inputs]
         if isinstance(first, MergeNode):
