@@ -45,7 +45,8 @@ import json
 import logging
 import operator
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from airflow_trident import connections
@@ -79,6 +80,9 @@ _PRODUCER_ONLY = (
 )  # fmt: skip
 """librdkafka producer settings, left out of the record reader's (a consumer's) config."""
 _COMMIT_TRIES = 5
+_POLL_EVERY = 1000
+"""Records produced between two ``poll(0)`` calls (which serve the client's delivery reports;
+the sink sets no callback: a failed delivery fails ``commit_transaction``)."""
 
 
 def kafka_sink(
@@ -323,6 +327,7 @@ def _close(producer: Any) -> None:
         log.debug("closing a Kafka producer: %s", exc)
 
 
+_FIRST, _SECOND = operator.itemgetter(0), operator.itemgetter(1)
 _JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 """``json.dumps(value, separators=(",", ":"), ensure_ascii=False)``, without making an encoder
 per record (``dumps`` with any argument makes a new one each call)."""
@@ -362,6 +367,51 @@ def _serialiser(fmt: str, what: str) -> Callable[[Any], bytes | None]:
     return as_bytes
 
 
+_Pick = Callable[[Any], Any]
+_Chunk = tuple[Sequence[Any], _Pick, _Pick]
+"""Records of a commit: items, and how each gives its key and its value."""
+
+
+def _serialised(
+    key_format: str, value_format: str, chunks: Iterable[_Chunk]
+) -> tuple[list[bytes | None], list[bytes | None]]:
+    """The keys and the values of ``chunks``' records as bytes (:func:`_serialiser`), in order:
+    a column of keys and one of values per chunk, so no object per record outlives its
+    encoding (a commit's million pairs would cost Python's collector seconds). When one does
+    not encode, the record-by-record pass names the first record that fails.
+
+    >>> pairs = [("a", {"n": 1}), (None, None)]
+    >>> first, second = operator.itemgetter(0), operator.itemgetter(1)
+    >>> _serialised("json", "json", [(pairs, first, second)])
+    ([b'"a"', None], [b'{"n":1}', None])
+    >>> _serialised("json", "json", [([("a", 1), ("b", {1, 2})], first, second)])
+    Traceback (most recent call last):
+    ...
+    airflow_trident.errors.StateError: record value {1, 2} is not JSON ...
+    """
+    keys: list[bytes | None] = []
+    values: list[bytes | None] = []
+    key_bytes = _serialiser(key_format, "record key")
+    value_bytes = _serialiser(value_format, "record value")
+    for items, key_of, value_of in chunks:
+        try:
+            if key_format == value_format == "json":
+                enc = _JSON
+                ks = [None if (k := key_of(t)) is None else enc(k).encode() for t in items]
+                vs = [None if (v := value_of(t)) is None else enc(v).encode() for t in items]
+            else:
+                ks = [key_bytes(key_of(t)) for t in items]
+                vs = [value_bytes(value_of(t)) for t in items]
+        except (TypeError, ValueError, StateError):
+            for t in items:  # raises the error that names the first record that fails
+                key_bytes(key_of(t))
+                value_bytes(value_of(t))
+            raise
+        keys += ks
+        values += vs
+    return keys, values
+
+
 class KafkaSinkState:
     """One commit partition's writer: records collected between ``begin_commit(txid)`` and
     ``commit(txid)`` go in one Kafka transaction that also records the txid."""
@@ -373,7 +423,7 @@ class KafkaSinkState:
         self.transactional_id = f"{factory.prefix}.p{index}of{count}"
         self.partition_group = self.transactional_id
         self._txid: int | None = None
-        self._records: list[tuple[Any, Any]] = []
+        self._chunks: list[_Chunk] = []
 
     def __repr__(self) -> str:
         return f"KafkaSinkState({self.transactional_id!r}, topic {self.factory.topic!r})"
@@ -381,20 +431,28 @@ class KafkaSinkState:
     def begin_commit(self, txid: int) -> None:
         """Start collecting batch ``txid``'s records (records of an unfinished commit are
         dropped)."""
-        self._txid, self._records = txid, []
+        self._txid, self._chunks = txid, []
 
     def write(self, records: Iterable[tuple[Any, Any]]) -> None:
         """Add ``(key, value)`` records to the commit in progress (serialised as the commit
         produces them: Python's serialising then overlaps the client's sending; a value that
         does not serialise fails the commit, its transaction aborted)."""
+        self._add((list(records), _FIRST, _SECOND))
+
+    def write_tuples(self, tuples: Sequence[Any], key: _Pick, value: _Pick) -> None:
+        """Add a record per tuple, its key ``key(tuple)`` and its value ``value(tuple)``, to the
+        commit in progress (picked and serialised as the commit produces them)."""
+        self._add((tuples, key, value))
+
+    def _add(self, chunk: _Chunk) -> None:
         if self._txid is None:
             msg = f"kafka sink {self.factory.prefix!r}: write outside a commit; call begin_commit"
             raise StateError(msg)
-        self._records.extend(records)
+        self._chunks.append(chunk)
 
     def rollback(self) -> None:
         """Drop the records of the commit in progress (nothing of them was committed)."""
-        self._txid, self._records = None, []
+        self._txid, self._chunks = None, []
 
     def written_txid(self) -> int | None:
         """The last txid this partition committed to the topic (``None``: none yet)."""
@@ -430,7 +488,7 @@ class KafkaSinkState:
                 f"{self._txid}; hint: call begin_commit({txid}) first"
             )
             raise StateError(msg)
-        records, self._txid, self._records = self._records, None, []
+        chunks, self._txid, self._chunks = self._chunks, None, []
         config = self.factory.config()
         producer = self._producer(config, txid)
         # The partition's group: stable (only this partition's transactions write it, and
@@ -443,13 +501,30 @@ class KafkaSinkState:
             _reader(config, self.factory.prefix, stable=False),
         )
         try:
-            if self._already_written(readers, txid) or not records:
-                return
-            self._transaction(producer, readers, records, txid)
+            payload = self._checked_payload(readers, chunks, txid)
+            if payload is not None and payload[0]:
+                self._transaction(producer, readers, payload, txid)
         finally:
             for reader in readers:
                 reader.close()
             _close(producer)
+
+    def _checked_payload(
+        self, readers: tuple[Any, Any], chunks: Sequence[_Chunk], txid: int
+    ) -> tuple[list[bytes | None], list[bytes | None]] | None:
+        """The serialised records to write, or ``None`` when the txid check says this
+        partition writes nothing. The check (two round trips to the group coordinator) runs in
+        a thread while this one serialises: the client waits on the network without the GIL.
+        A record that does not serialise fails the commit only when it is to be written."""
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="trident-kafka-sink") as pool:
+            check = pool.submit(self._already_written, readers, txid)
+            try:
+                payload = _serialised(self.factory.key_format, self.factory.value_format, chunks)
+            except StateError:
+                if check.result():
+                    return None
+                raise
+            return None if check.result() else payload
 
     # -- the transaction ----------------------------------------------------------------------
     def _where(self, txid: int) -> str:
@@ -535,7 +610,7 @@ class KafkaSinkState:
         self,
         producer: Any,
         readers: tuple[Any, Any],
-        records: Sequence[tuple[Any, Any]],
+        records: tuple[list[bytes | None], list[bytes | None]],
         txid: int,
     ) -> None:
         from confluent_kafka import KafkaException, TopicPartition
@@ -560,27 +635,31 @@ class KafkaSinkState:
             if not committing:
                 self._abort(producer, txid)
             raise
-        log.info("%s: %d records committed", self._where(txid), len(records))
+        log.info("%s: %d records committed", self._where(txid), len(records[0]))
 
     def _produce(
-        self, producer: Any, records: Sequence[tuple[Any, Any]], headers: list[tuple[str, bytes]]
+        self,
+        producer: Any,
+        records: tuple[list[bytes | None], list[bytes | None]],
+        headers: list[tuple[str, bytes]],
     ) -> None:
-        """Serialise and produce ``records`` in the open transaction (the broker holds them
+        """Produce the serialised ``records`` in the open transaction (the broker holds them
         back from ``read_committed`` consumers until the commit). No delivery callback: a
         record that fails for good puts the transaction in the abortable error state, and
         ``commit_transaction`` then fails (librdkafka's transactional API), so a Python call
-        per record would tell nothing more."""
-        key_bytes = _serialiser(self.factory.key_format, "record key")
-        value_bytes = _serialiser(self.factory.value_format, "record value")
+        per record would tell nothing more; the reports are served every
+        :data:`_POLL_EVERY` records."""
         topic, produce, poll = self.factory.topic, producer.produce, producer.poll
-        for key, value in records:
-            key, value = key_bytes(key), value_bytes(value)
-            while True:
-                try:
-                    produce(topic, value=value, key=key, headers=headers)
-                    break
-                except BufferError:  # the local queue is full: let it drain
-                    poll(0.05)
+        keys, values = records
+        for start in range(0, len(keys), _POLL_EVERY):
+            end = start + _POLL_EVERY
+            for key, value in zip(keys[start:end], values[start:end], strict=True):
+                while True:
+                    try:
+                        produce(topic, value=value, key=key, headers=headers)
+                        break
+                    except BufferError:  # the local queue is full: let it drain
+                        poll(0.05)
             poll(0)
 
     def _end_transaction(self, producer: Any, txid: int) -> None:
@@ -652,21 +731,28 @@ class KafkaWriter(StateUpdater[KafkaSinkState]):
         self, state: KafkaSinkState, tuples: Sequence[TridentTuple], collector: TridentCollector
     ) -> None:
         """Add the partition's tuples to the state's commit in progress."""
+        if not tuples:
+            return
+        kind = type(tuples[0])
+        if all(type(t) is kind for t in tuples):  # one field list: picked as the commit encodes
+            fields = tuples[0].fields
+            key = _picker(fields, self.key, whole=False)
+            state.write_tuples(tuples, key, _picker(fields, self.value, whole=True))
+            return
         state.write(self._records(tuples))
 
-    def _records(self, tuples: Sequence[TridentTuple]) -> Iterator[tuple[Any, Any]]:
-        """``(key, value)`` of each tuple; the fields are looked up once per field list (a
-        batch's tuples share one), not per tuple."""
+    def _records(self, tuples: Sequence[TridentTuple]) -> list[tuple[Any, Any]]:
+        """``(key, value)`` of each tuple; the fields are looked up once per field list, not
+        per tuple."""
         pickers: dict[tuple[str, ...], tuple[_Pick, _Pick]] = {}
+        out = []
         for t in tuples:
             pick = pickers.get(t.fields)
             if pick is None:
                 pick = pickers[t.fields] = (_picker(t.fields, self.key, whole=False),
                                             _picker(t.fields, self.value, whole=True))  # fmt: skip
-            yield pick[0](t), pick[1](t)
-
-
-_Pick = Callable[[TridentTuple], Any]
+            out.append((pick[0](t), pick[1](t)))
+        return out
 
 
 def _picker(names: tuple[str, ...], chosen: str | tuple[str, ...] | None, *, whole: bool) -> _Pick:

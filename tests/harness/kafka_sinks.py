@@ -74,11 +74,12 @@ class _CrashingState(KafkaSinkState):
         msg = f"injected: partition {self.index} died at {point}"
         raise Crash(msg)
 
-    def _produce(self, producer: Any, records: Sequence[Any], headers: Any) -> None:
+    def _produce(self, producer: Any, records: tuple[list[Any], list[Any]], headers: Any) -> None:
         self._die("before_produce")
-        half = len(records) // 2
+        keys, values = records
+        half = len(keys) // 2
         if self.armed and self.switch.point == "mid_produce":
-            super()._produce(producer, records[:half], headers)
+            super()._produce(producer, (keys[:half], values[:half]), headers)
             producer.flush(30)  # on the broker, in the open transaction
             self._die("mid_produce")
         super()._produce(producer, records, headers)
