@@ -2,11 +2,13 @@
 :mod:`tests.harness.source_chaos_schedule` for the database table source, in each mode
 (transactional, opaque) and for the transactional file log, state backend (SQLite;
 PostgreSQL: ``TRIDENT_PG_URL``) and runtime (in-process; Spark: a local session, PostgreSQL
-ranges read by the executors through JDBC, files read by Spark)::
+ranges read by the executors through JDBC, files read by Spark; a small batch is read by the
+driver as by default, unless ``spark-tasks``: every range by Spark's tasks)::
 
-    python -m tests.harness.source_chaos --seed S --batches N [--runtime local|spark|both]
-        [--backend sqlite|postgresql|both] [--mode transactional|opaque|both]
-        [--profile base|replay] [--source table|file_log|kafka|both]
+    python -m tests.harness.source_chaos --seed S --batches N
+        [--runtime local|spark|spark-tasks|both] [--backend sqlite|postgresql|both]
+        [--mode transactional|opaque|both] [--profile base|replay]
+        [--source table|file_log|kafka|both]
 
 ``--source kafka`` (issues 35 and 36) runs the Kafka schedule (:mod:`tests.harness.kafka_chaos`):
 ``KafkaSpout`` (transactional) and ``OpaqueKafkaSpout`` over a topic of a broker the schedule
@@ -47,8 +49,11 @@ __all__ = ["main"]
 
 
 @contextlib.contextmanager
-def spark_process() -> Iterator[Any]:
-    """``process(steps, txid)`` on a local Spark session (the JDBC driver on its spark.jars)."""
+def spark_process(*, tasks_read: bool = False) -> Iterator[Any]:
+    """``process(steps, txid)`` on a local Spark session (the JDBC driver on its spark.jars).
+    ``tasks_read``: every range read by Spark's tasks, none by the driver (``read_here_bytes``
+    and ``read_here_records`` 0: the runtime ``spark-tasks``), where by default a small batch
+    is read by the driver as a deployment's default does."""
     from airflow_trident.batch.on_spark import process_on_spark
     from airflow_trident.runtime.spark.session import local_session
     from tests.harness.jars import require_jars, spark_jars_conf
@@ -61,7 +66,10 @@ def spark_process() -> Iterator[Any]:
     )  # fmt: skip
     spark.sparkContext.setLogLevel("ERROR")
     try:
-        yield lambda steps, txid: process_on_spark(steps, spark, txid, 0.0)
+        limit = 0 if tasks_read else None
+        yield lambda steps, txid: process_on_spark(
+            steps, spark, txid, 0.0, read_here_bytes=limit, read_here_records=limit
+        )
     finally:
         spark.stop()
 
@@ -103,7 +111,9 @@ def run_all(
     reports = []
     for runtime in runtimes:
         with contextlib.ExitStack() as stack:
-            process = stack.enter_context(spark_process()) if runtime == "spark" else None
+            process = None
+            if runtime != "local":
+                process = stack.enter_context(spark_process(tasks_read=runtime == "spark-tasks"))
             for backend in backends:
                 for source, mode in cases:
                     work = stack.enter_context(tempfile.TemporaryDirectory(prefix="chaos-"))
@@ -133,7 +143,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--batches", type=int, default=200)
-    parser.add_argument("--runtime", choices=["local", "spark", "both"], default="both")
+    parser.add_argument(
+        "--runtime", choices=["local", "spark", "spark-tasks", "both"], default="both",
+        help="spark: small batches read by the driver (the default limits); spark-tasks: every "
+        "range read by Spark's tasks",
+    )  # fmt: skip
     parser.add_argument("--backend", choices=["sqlite", "postgresql", "both"], default="both")
     parser.add_argument("--mode", choices=[*MODES, "both"], default="both")
     parser.add_argument("--source", choices=["table", "file_log", "kafka", "both"], default="both")
