@@ -737,7 +737,9 @@ class KafkaWriter(StateUpdater[KafkaSinkState]):
         if all(type(t) is kind for t in tuples):  # one field list: picked as the commit encodes
             fields = tuples[0].fields
             key = _picker(fields, self.key, whole=False)
-            state.write_tuples(tuples, key, _picker(fields, self.value, whole=True))
+            value = _picker(fields, self.value, whole=True)
+            key(tuples[0]), value(tuples[0])  # a field the tuples lack fails here, not at commit
+            state.write_tuples(tuples, key, value)
             return
         state.write(self._records(tuples))
 

@@ -431,3 +431,18 @@ def test_a_state_changelog_has_each_update_once_through_a_failed_commit(
             for (s,) in rows[2 * (t - 1) : 2 * t]
             for w in s.split()
         )
+
+
+def test_a_field_the_tuples_lack_fails_the_update_naming_it() -> None:
+    from airflow_trident.tuple import TridentCollector, tuple_type
+
+    # Given a writer keyed by a field the batch's tuples do not have (no broker is asked)
+    sink = kafka_sink("t", config={"bootstrap.servers": "127.0.0.1:9"}, topology="kmissing")
+    state = sink.make_state()
+    state.begin_commit(1)
+    make = tuple_type(("word", "n"))
+    # When the commit partition's tuples are handed over, Then the update fails, naming it
+    with pytest.raises(KeyError, match="missing"):
+        KafkaWriter(key="missing").update_state(state, [make(("a", 1))], TridentCollector())
+    with pytest.raises(KeyError, match="nope"):
+        KafkaWriter(value=["n", "nope"]).update_state(state, [make(("a", 1))], TridentCollector())
