@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import csv
 import functools
+import importlib.util
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -191,10 +192,14 @@ class KafkaRange:
         return self.records is not None
 
     @property
-    def size_records(self) -> int:
+    def size_records(self) -> int | None:
         """At most this many records: the range's offsets (markers and compaction leave gaps),
         or its count when known (the Spark runtime's driver read limit,
-        ``[trident] spark_read_here_records``)."""
+        ``[trident] spark_read_here_records``); ``None`` in a process without the Kafka client
+        (a Spark driver on a cluster node without the ``kafka`` extra): Spark's connector reads
+        the range there."""
+        if importlib.util.find_spec("confluent_kafka") is None:
+            return None
         return self.records if self.records is not None else max(0, self.next - self.first)
 
     @property

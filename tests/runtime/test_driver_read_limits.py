@@ -70,3 +70,21 @@ def test_file_ranges_keep_the_bytes_limit_and_unknown_sizes_go_to_spark() -> Non
     emitted = PartitionRows()
     emitted.pieces.append([("a",)])
     assert not reads_here([("p", emitted)], 1 << 20)
+
+
+def test_a_driver_without_the_kafka_client_leaves_kafka_ranges_to_spark(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Given a Spark driver whose Python has no confluent_kafka (a cluster node without the
+    # provider's kafka extra)
+    import importlib.util
+
+    found = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec",
+        lambda name, *a: None if name == "confluent_kafka" else found(name, *a),
+    )  # fmt: skip
+    # Then a small Kafka batch is not read here (Spark's connector reads it), files still are
+    assert _kafka(0, 10).size_records is None
+    assert not reads_here(_parts(_kafka(0, 10)), 1 << 20, 50)
+    assert reads_here(_parts(_Sized(10)), 1 << 20, 50)
