@@ -308,10 +308,7 @@ def _read_together(
         "startingOffsets": json.dumps(starts),
         "endingOffsets": json.dumps(ends),
     }
-    assert first.parser is not None
-    raw = _connector_rows(spark, replace(first, options=options))
-    struct = T.StructType([T.StructField(n, SQL[k]) for n, k in first.parser.out_schema])
-    return raw.mapInArrow(_Parse(first.parser, wheres=tuple(wheres)), struct)
+    return read_kafka(spark, replace(first, options=options), wheres=tuple(wheres))
 
 
 def _tagged(
@@ -335,9 +332,12 @@ def _tagged(
     return df.withColumn(column, index.cast("int"))
 
 
-def read_kafka(spark: SparkSession, spec: KafkaReadSpec) -> DataFrame:
-    """The DataFrame of a Kafka range: the spout's fields, typed, parsed as in process."""
+def read_kafka(
+    spark: SparkSession, spec: KafkaReadSpec, wheres: tuple[tuple[str, int, str], ...] = ()
+) -> DataFrame:
+    """The DataFrame of a Kafka range: the spout's fields, typed, parsed as in process
+    (``wheres``: a read of several ranges, see ``_Parse``)."""
     assert spec.parser is not None
     raw = _connector_rows(spark, spec)
     struct = T.StructType([T.StructField(n, SQL[k]) for n, k in spec.parser.out_schema])
-    return raw.mapInArrow(_Parse(spec.parser), struct)
+    return raw.mapInArrow(_Parse(spec.parser, wheres=wheres), struct)
