@@ -13,7 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 
-__all__ = ["connector_batch", "spark_headers"]
+__all__ = ["connector_batch", "spark_headers", "spark_side"]
 
 
 def spark_headers(pairs: Sequence[tuple[str, bytes | None]] | None) -> str | None:
@@ -39,3 +39,34 @@ def connector_batch(raws: Sequence[tuple[Any, ...]]) -> pa.RecordBatch:
          pa.array([spark_headers(r[6]) for r in raws], pa.string())],
         names=["key", "value", "topic", "partition", "offset", "ts", "headers"],
     )  # fmt: skip
+
+
+def spark_side(
+    parser: Any, batch: pa.RecordBatch, wheres: Sequence[tuple[str, int, str]] = ()
+) -> list[tuple[Any, ...]]:
+    """The tuples Spark's read makes of the connector's rows ``batch``
+    (``kafka_read.read_kafka`` without a JVM): the product's UDF over the columns it is given,
+    its kept records joined with the columns that stay in the JVM (topic, partition, offset,
+    timestamp), in the UDF's row order. Raises the UDF's ``RuntimeError``."""
+    from airflow_trident.runtime.spark.kafka_read import _ParseValues
+
+    topics = batch.column("topic").to_pylist()
+    parts = batch.column("partition").to_pylist()
+    places = tuple(wheres) or tuple(dict.fromkeys((t, p, parser.where)
+                                                  for t, p in zip(topics, parts, strict=True)))
+    index = {(t, p): i for i, (t, p, _) in enumerate(places)}
+    place = pa.array([index[(t, p)] for t, p in zip(topics, parts, strict=True)], pa.int32())
+    made = _ParseValues(parser, places)(
+        batch.column("key"), batch.column("value"), place, batch.column("offset"),
+        batch.column("headers"),
+    )  # fmt: skip
+    rows = made.to_pylist()
+    meta = zip(topics, parts, batch.column("offset").to_pylist(), batch.column("ts").to_pylist(),
+               strict=True)  # fmt: skip
+    out = []
+    for row, (topic, partition, offset, ts) in zip(rows, meta, strict=True):
+        if not row["keep"]:
+            continue
+        values = [row[f"f{i}"] for i in range(len(row) - 1)]
+        out.append((*values[:-1], topic, partition, offset, ts, values[-1]))
+    return out

@@ -1,7 +1,7 @@
 """One ``format("kafka")`` read of a batch's ranges (``kafka_read.read_kafka_ranges``): each
 task's records are parsed with the parser of their own range, so a malformed record's error
-names the batch partition the in-process read names. No Spark: the ``mapInArrow`` function
-alone, over Arrow batches as the connector hands them over."""
+names the batch partition the in-process read names. No Spark: the read's Arrow UDF alone, over
+Arrow batches as the connector hands them over (``tests.harness.kafka_rows.spark_side``)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 pytest.importorskip("pyspark")
 
 from airflow_trident.errors import MalformedRecordError
-from airflow_trident.runtime.spark.kafka_read import _Parse
 from airflow_trident.spout.kafka_records import KafkaRecordParser
+from tests.harness.kafka_rows import spark_side
 
 
 def _rows(records: list[tuple[str, int, int, bytes]]) -> pa.RecordBatch:
@@ -38,12 +38,13 @@ def test_each_record_is_parsed_with_its_own_ranges_parser(mixed: bool) -> None:
     good = [("t", 0, 0, b'{"n": 1}'), ("t", 0, 1, b'{"n": 2}')]
     bad = [("t", 1, 7, b"oops")]
     batches = [_rows(good + bad)] if mixed else [_rows(good), _rows(bad)]
-    parse = _Parse(PARSER, wheres=WHERES)
-    out: list[pa.RecordBatch] = []
+    *before, last = batches
+    out = [row for batch in before for row in spark_side(PARSER, batch, WHERES)]
     with pytest.raises(RuntimeError) as failed:
-        out.extend(parse(iter(batches)))  # (what was yielded before the error stays)
-    # Then partition 0's records were parsed, and partition 1's malformed one names its range
-    assert sum(b.num_rows for b in out) == 2
+        spark_side(PARSER, last, WHERES)
+    # Then partition 0's records were parsed (alone in their batch), and partition 1's
+    # malformed one names its range
+    assert len(out) == (0 if mixed else 2)
     assert "txid 1, partition 't:1': malformed record at topic 't' partition 1 offset 7" in str(
         failed.value
     )
@@ -51,7 +52,7 @@ def test_each_record_is_parsed_with_its_own_ranges_parser(mixed: bool) -> None:
 
 
 def test_a_range_read_alone_keeps_its_parser() -> None:
-    (batch,) = _Parse(PARSER)(iter([_rows([("t", 3, 0, b'{"n": 5}')])]))
-    assert batch.column("n").to_pylist() == [5]
+    (row,) = spark_side(PARSER, _rows([("t", 3, 0, b'{"n": 5}')]))
+    assert row[1] == 5
     with pytest.raises(RuntimeError, match="first range: malformed record at topic 't'"):
-        list(_Parse(PARSER)(iter([_rows([("t", 3, 1, b"[1]")])])))
+        spark_side(PARSER, _rows([("t", 3, 1, b"[1]")]))

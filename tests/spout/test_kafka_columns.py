@@ -14,9 +14,9 @@ import pyarrow as pa
 import pytest
 
 from airflow_trident.errors import MalformedRecordError
-from airflow_trident.runtime.spark.kafka_read import _Parse, fast_columns
+from airflow_trident.runtime.spark.kafka_read import fast_columns
 from airflow_trident.spout.kafka_records import KafkaRecordParser
-from tests.harness.kafka_rows import connector_batch
+from tests.harness.kafka_rows import connector_batch, spark_side
 from tests.spout.test_line_columns import EDGES, SCHEMAS, _object, same
 
 KEYS: list[bytes | None] = [None, b"k", b"", "é中😀".encode(), b"\xff\xfe", b"a\x00b"]
@@ -43,19 +43,22 @@ def in_process(parser: KafkaRecordParser, raws: list[tuple[Any, ...]]) -> list[A
 
 
 def on_spark(parser: KafkaRecordParser, batch: pa.RecordBatch) -> list[Any] | str:
-    """What the executors' ``mapInArrow`` function gives for ``batch``, or its error's text."""
+    """What the executors' Arrow UDF gives for ``batch``, or its error's text."""
     try:
-        out = list(_Parse(parser)(iter([batch])))
+        return spark_side(parser, batch)
     except RuntimeError as exc:
         return str(exc)
-    table = pa.Table.from_batches(out)
-    return list(zip(*(c.to_pylist() for c in table.columns), strict=True))
+
+
+def _fast(parser: KafkaRecordParser, batch: pa.RecordBatch) -> list[pa.Array] | None:
+    """The fast path's columns of the connector's rows ``batch`` (``None``: declined)."""
+    return fast_columns(parser, batch.column("key"), batch.column("value"), batch.column("headers"))
 
 
 def agree(parser: KafkaRecordParser, raws: list[tuple[Any, ...]]) -> bool:
     """Assert both sides give the same for ``raws``; whether the fast path took the batch."""
     batch = connector_batch(raws)
-    taken = fast_columns(parser, batch) is not None
+    taken = _fast(parser, batch) is not None
     want, got = in_process(parser, raws), on_spark(parser, batch)
     if isinstance(want, str):
         assert not taken, f"the fast path took records the parser refuses: {raws!r}"
@@ -112,9 +115,9 @@ def test_a_clean_batch_of_sentences_is_parsed_whole() -> None:
 @pytest.mark.parametrize("value_format", ["str", "bytes", "csv"])
 def test_other_formats_and_rescue_are_left_to_the_parser(value_format: str) -> None:
     batch = connector_batch([(b"k", b'{"n": 1}', "t", 0, 1, 2, None)])
-    assert fast_columns(KafkaRecordParser(value_format), batch) is None
+    assert _fast(KafkaRecordParser(value_format), batch) is None
     rescuing = KafkaRecordParser("json", (("n", "bigint"),), rescue=True)
-    assert fast_columns(rescuing, batch) is None
+    assert _fast(rescuing, batch) is None
 
 
 def test_a_lone_surrogate_is_a_malformed_record_on_both_sides() -> None:
@@ -140,5 +143,5 @@ def test_spark_large_binary_columns_are_parsed_record_by_record() -> None:
         [small.column(0).cast(pa.large_binary()), small.column(1).cast(pa.large_binary()),
          *small.columns[2:]], names=small.schema.names,
     )  # fmt: skip
-    assert fast_columns(parser, large) is None
+    assert _fast(parser, large) is None
     assert on_spark(parser, large) == on_spark(parser, small) == in_process(parser, raws)

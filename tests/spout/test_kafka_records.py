@@ -8,7 +8,7 @@ import pytest
 
 from airflow_trident.errors import MalformedRecordError
 from airflow_trident.spout.kafka_records import KafkaRecordParser, spark_options
-from tests.harness.kafka_rows import connector_batch
+from tests.harness.kafka_rows import connector_batch, spark_side
 
 RAW = (b"k\xff", b'{"n": 1, "x": true}', "t", 0, 5, 10, [("h", b"\x00\xff"), ("e", None)])
 BARE = (None, None, "t", 1, 6, 11, None)
@@ -43,12 +43,12 @@ def test_a_malformed_csv_value_fails_naming_its_offset_a_line_break_too(value: b
 
 
 def test_the_spark_side_reports_the_malformed_records_with_the_in_process_error() -> None:
-    from airflow_trident.runtime.spark.kafka_read import _Parse
+    from airflow_trident.runtime.spark.kafka_read import _Malformed
 
     parser = KafkaRecordParser("json", (("n", "bigint"),), where="txid 1")
     raws = [(None, b'{"n": 1}', "t", 0, 3, 0, None), (None, b"oops", "t", 0, 4, 0, None),
             (None, None, "t", 0, 5, 0, None)]  # fmt: skip
-    [out] = list(_Parse(parser, report=True)(iter([connector_batch(raws)])))
+    [out] = list(_Malformed(parser)(iter([connector_batch(raws)])))
     errors = []
     for raw in raws[1:]:
         with pytest.raises(MalformedRecordError) as caught:
@@ -59,15 +59,12 @@ def test_the_spark_side_reports_the_malformed_records_with_the_in_process_error(
 
 @pytest.mark.parametrize("value_format", ["str", "bytes", "json"])
 def test_the_spark_side_parses_the_connectors_rows_as_in_process(value_format: str) -> None:
-    from airflow_trident.runtime.spark.kafka_read import _Parse
-
     schema = (("n", "bigint"),) if value_format == "json" else ()
     parser = KafkaRecordParser(value_format, schema, rescue=value_format == "json", drop=True)
     raws = [RAW, BARE]
     batch = connector_batch(raws)
-    [out] = list(_Parse(parser)(iter([batch])))
     expected = [row for row in map(parser.parse, raws) if row is not None]
-    assert [tuple(r.values()) for r in out.to_pylist()] == expected
+    assert spark_side(parser, batch) == expected
 
 
 def test_spark_options_carry_the_shared_settings_and_sasl_as_jaas() -> None:

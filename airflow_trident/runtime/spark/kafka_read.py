@@ -1,7 +1,15 @@
 """A Kafka range read by Spark (:class:`~airflow_trident.spout.kafka_records.KafkaReadSpec`):
 ``spark.read.format("kafka")`` with the range's per-partition ``startingOffsets`` /
 ``endingOffsets``, ``includeHeaders`` and the spout's isolation level, then the spout's own
-record parser on the executors (``mapInArrow``), so both runtimes emit the same tuples.
+record parser on the executors, so both runtimes emit the same tuples.
+
+The parser runs in a scalar Arrow UDF (``arrow_udf``) over the columns it needs, each record's
+``key``, ``value``, ``headers``, its offset and the index of its topic partition (for its
+errors): it gives the key's text, the value's fields, the headers' text and whether the record
+is kept. The topic, partition, offset and timestamp of the tuple stay in the JVM, so about half
+the bytes a ``mapInArrow`` of whole rows moved cross to Python and back (docs/performance.md,
+"Kafka"). The UDF is nondeterministic to Spark, so the optimizer never evaluates it twice for a
+record.
 
 JSON values take the file log's fast path when they can
 (:meth:`~airflow_trident.spout.file_records.LineParser.parse_column`: Arrow's JSON reader in
@@ -17,9 +25,8 @@ in the in-process order, which the driver raises instead (a second job, only whe
 
 A batch's ranges that read alike (one parser but for the partition it names in errors, one
 connection, one isolation level) are one ``format("kafka")`` read of all their topic partitions
-(:func:`read_kafka_ranges`): one Spark scan, a task per topic partition as before, each task's
-records parsed with the parser of its own partition, so a malformed record's error names the
-batch partition it does in process.
+(:func:`read_kafka_ranges`): one Spark scan, a task per topic partition as before, each
+record's errors naming the batch partition they do in process.
 
 The connector jar (``org.apache.spark:spark-sql-kafka-0-10``) is on the session's
 ``spark.jars`` (docs/jvm.md). The options hold the connection's ``kafka.*`` settings (SASL's
@@ -33,15 +40,18 @@ import functools
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pyspark.sql.pandas.functions import arrow_udf
 
 from airflow_trident.errors import MalformedRecordError, TridentError
 from airflow_trident.runtime.spark.python_ops import failure_text
 from airflow_trident.spout.kafka_records import (
+    META_FIELDS,
     KafkaReadSpec,
     KafkaRecordParser,
     RawRecord,
@@ -58,62 +68,79 @@ SQL = {"string": T.StringType(), "bigint": T.LongType(), "int": T.IntegerType(),
 
 
 @dataclass(frozen=True)
-class _Parse:
-    """``mapInArrow`` over the connector's rows: each record made a tuple by the parser.
-    ``report``: the malformed records instead, as ``(offset, error)`` rows (nothing fails)."""
+class _ParseValues:
+    """The scalar Arrow UDF over the connector's rows (``arrow_udf``): each record's
+    ``key``, ``value`` and ``headers`` made the parts of the spout's tuple they give (the key's
+    text, the value's fields, the headers' text), and whether the record is kept (``False``: a
+    malformed value of a parser that drops them). The record's topic, partition, offset and
+    timestamp stay in the JVM: only these columns cross to Python and back (about half the
+    bytes a ``mapInArrow`` of whole rows moves; docs/performance.md).
+
+    ``places``: ``(topic, partition, where)`` of each topic partition read; ``place`` is each
+    record's index into it, its errors naming that ``where``."""
 
     parser: KafkaRecordParser
-    report: bool = False
-    wheres: tuple[tuple[str, int, str], ...] = ()
-    """A read of several ranges: ``(topic, partition, where)`` of each, the ``where`` its
-    records' errors name (the parser's own ``where`` otherwise)."""
+    places: tuple[tuple[str, int, str], ...]
 
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        if self.report:
-            yield from self._malformed(batches)
-            return
-        schema = self.parser.out_schema
-        arrow = pa.schema([pa.field(n, ARROW[k]) for n, k in schema])
+    def __call__(
+        self, key: pa.Array, value: pa.Array, place: pa.Array, offset: pa.Array, headers: pa.Array
+    ) -> pa.Array:
         try:
-            for whole in batches:
-                for parser, batch in self._by_partition(whole):
-                    fast = fast_columns(parser, batch)
-                    if fast is not None:
-                        yield pa.RecordBatch.from_arrays(fast, schema=arrow)
-                        continue
-                    rows = [row for row in map(parser.parse, _batch_raws(batch))
-                            if row is not None]  # fmt: skip
-                    yield pa.RecordBatch.from_arrays(
-                        [pa.array([r[j] for r in rows], arrow.field(j).type)
-                         for j in range(len(schema))], schema=arrow,
-                    )  # fmt: skip
+            columns = self.columns(key, value, place, offset, headers)
         except TridentError as exc:
             raise RuntimeError(failure_text(exc)) from None
+        return pa.StructArray.from_arrays(columns, fields=list(self.arrow))
 
-    def _by_partition(
-        self, batch: pa.RecordBatch
-    ) -> Iterator[tuple[KafkaRecordParser, pa.RecordBatch]]:
-        """``batch``'s records with the parser of their range: one piece per topic partition,
-        each in the batch's order (a task of the connector reads one topic partition: one
-        piece)."""
-        if not self.wheres or batch.num_rows == 0:
-            yield self.parser, batch
-            return
-        import pyarrow.compute as pc
+    @functools.cached_property
+    def kinds(self) -> tuple[str, ...]:
+        """The kinds of the tuple's parts made here: the key, the value's fields, the headers."""
+        return (*(kind for _, kind in self.parser.out_schema[: -len(META_FIELDS)]), "string")
 
-        wheres = {(t, p): w for t, p, w in self.wheres}
-        topics = batch.column("topic").cast(pa.string())
-        parts = batch.column("partition").cast(pa.int32())
-        keys = list(dict.fromkeys(zip(topics.to_pylist(), parts.to_pylist(), strict=True)))
-        for topic, partition in keys:
-            piece = batch
-            if len(keys) > 1:
-                mask = pc.and_(pc.equal(topics, topic), pc.equal(parts, partition))
-                piece = batch.filter(mask)
-            where = wheres.get((topic, partition), self.parser.where)
-            yield replace(self.parser, where=where), piece
+    @functools.cached_property
+    def arrow(self) -> pa.Schema:
+        """The struct's fields: ``f<i>`` for each of the tuple's parts made here, then ``keep``."""
+        fields = [pa.field(f"f{i}", ARROW[kind]) for i, kind in enumerate(self.kinds)]
+        return pa.schema([*fields, pa.field("keep", pa.bool_())])
 
-    def _malformed(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    @functools.cached_property
+    def struct(self) -> T.StructType:
+        """:attr:`arrow` as Spark's type (the UDF's return type)."""
+        fields = [T.StructField(f"f{i}", SQL[kind]) for i, kind in enumerate(self.kinds)]
+        return T.StructType([*fields, T.StructField("keep", T.BooleanType())])
+
+    def columns(
+        self, key: pa.Array, value: pa.Array, place: pa.Array, offset: pa.Array, headers: pa.Array
+    ) -> list[pa.Array]:
+        """The struct's columns (see the class docs)."""
+        n = len(value)
+        fast = fast_columns(self.parser, key, value, headers)
+        if fast is not None:
+            return [*fast, pa.repeat(pa.scalar(True), n)]
+        kinds = [field.type for field in self.arrow][:-1]
+        cols: list[list[object]] = [[] for _ in kinds]
+        keep: list[bool] = []
+        places, offsets = place.to_pylist(), offset.to_pylist()
+        keys, values, heads = key.to_pylist(), value.to_pylist(), headers.to_pylist()
+        parsers = [replace(self.parser, where=where) for _, _, where in self.places]
+        for i in range(n):
+            topic, partition, _ = self.places[places[i]]
+            raw = (keys[i], values[i], topic, partition, offsets[i], None, _header_pairs(heads[i]))
+            row = parsers[places[i]].parse(raw)
+            keep.append(row is not None)
+            parts = (*row[: len(kinds) - 1], row[-1]) if row is not None else (None,) * len(kinds)
+            for col, part in zip(cols, parts, strict=True):
+                col.append(part)
+        return [*(pa.array(c, t) for c, t in zip(cols, kinds, strict=True)), pa.array(keep)]
+
+
+@dataclass(frozen=True)
+class _Malformed:
+    """``mapInArrow`` over the connector's rows: the malformed records, as ``(offset, error)``
+    rows (nothing fails; :func:`first_malformed`)."""
+
+    parser: KafkaRecordParser
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for raws in _raws(batches):
             offsets, errors = [], []
             for raw in raws:
@@ -149,30 +176,29 @@ def _batch_raws(batch: pa.RecordBatch) -> list[RawRecord]:
     return raws
 
 
-def fast_columns(parser: KafkaRecordParser, batch: pa.RecordBatch) -> list[pa.Array] | None:
-    """The tuples of the connector's rows ``batch`` as the columns of ``parser.out_schema``,
-    the JSON values parsed whole by Arrow's reader (see the module docs); ``None`` when the
-    batch is not for it (another value format, ``rescue``, a tombstone, a value with a line
-    break, anything ``parse_column`` declines): the caller then parses record by record.
+def fast_columns(
+    parser: KafkaRecordParser, key: pa.Array, value: pa.Array, headers: pa.Array
+) -> list[pa.Array] | None:
+    """The key's text, the value's fields and the headers' text of the connector's rows
+    (``key``, ``value``, ``headers`` columns), the JSON values parsed whole by Arrow's reader
+    (see the module docs); ``None`` when the batch is not for it (another value format,
+    ``rescue``, a tombstone, a value with a line break, anything ``parse_column`` declines):
+    the caller then parses record by record.
 
     >>> parser = KafkaRecordParser("json", (("n", "bigint"),))
-    >>> rows = pa.RecordBatch.from_pydict({
-    ...     "key": pa.array([b"a", None], pa.binary()),
-    ...     "value": pa.array([b'{"n": 1}', b'{"n": 2}'], pa.binary()),
-    ...     "topic": ["t", "t"], "partition": pa.array([0, 0], pa.int32()),
-    ...     "offset": pa.array([5, 6], pa.int64()), "ts": pa.array([1, 2], pa.int64()),
-    ...     "headers": pa.array([None, '[{"key": "h", "value": "dg=="}]'])})
-    >>> [c.to_pylist() for c in fast_columns(parser, rows)]
-    [['a', None], [1, 2], ['t', 't'], [0, 0], [5, 6], [1, 2], [None, '[["h", "v"]]']]
+    >>> keys = pa.array([b"a", None], pa.binary())
+    >>> values = pa.array([b'{"n": 1}', b'{"n": 2}'], pa.binary())
+    >>> headers = pa.array([None, '[{"key": "h", "value": "dg=="}]'])
+    >>> [c.to_pylist() for c in fast_columns(parser, keys, values, headers)]
+    [['a', None], [1, 2], [None, '[["h", "v"]]']]
     """
-    if parser.value_format != "json" or parser.rescue or batch.num_rows == 0:
+    if parser.value_format != "json" or parser.rescue or len(value) == 0:
         return None
     import pyarrow.compute as pc
 
-    values = batch.column("value")
-    if values.type != pa.binary() or values.null_count:  # (large_binary: Spark's large types)
+    if value.type != pa.binary() or value.null_count:  # (large_binary: Spark's large types)
         return None
-    lines = values.view(pa.string())  # parse_column checks the UTF-8 (a byte search needs none)
+    lines = value.view(pa.string())  # parse_column checks the UTF-8 (a byte search needs none)
     if any(pc.any(pc.match_substring(lines, eol)).as_py() for eol in ("\n", "\r")):
         return None
     from airflow_trident.spout.file_records import LineParser
@@ -181,15 +207,7 @@ def fast_columns(parser: KafkaRecordParser, batch: pa.RecordBatch) -> list[pa.Ar
     parsed = line_parser.parse_column(lines)
     if parsed is None:
         return None
-    return [
-        _key_text(batch.column("key")),
-        *parsed.columns,
-        batch.column("topic").cast(pa.string()),
-        batch.column("partition").cast(pa.int32()),
-        batch.column("offset").cast(pa.int64()),
-        batch.column("ts").cast(pa.int64()),
-        _headers_text(batch.column("headers")),
-    ]
+    return [_key_text(key), *parsed.columns, _headers_text(headers)]
 
 
 def _key_text(keys: pa.Array) -> pa.Array:
@@ -239,7 +257,7 @@ def first_malformed(spark: SparkSession, specs: Sequence[KafkaReadSpec]) -> str 
     malformed records (dead-lettered) have none."""
     frames = [
         _connector_rows(spark, spec)
-        .mapInArrow(_Parse(spec.parser, report=True), _MALFORMED)
+        .mapInArrow(_Malformed(spec.parser), _MALFORMED)
         .withColumn("seq", F.lit(seq))
         for seq, spec in enumerate(specs)
         if spec.parser is not None and not spec.parser.drop
@@ -249,6 +267,17 @@ def first_malformed(spark: SparkSession, specs: Sequence[KafkaReadSpec]) -> str 
     union = functools.reduce(DataFrame.unionByName, frames)
     first = union.orderBy("seq", "offset").limit(1).collect()
     return str(first[0]["error"]) if first else None
+
+
+def _arrow_udf(parse: _ParseValues) -> Any:
+    """``parse`` as a scalar Arrow UDF (a function whose type hints say so, as PySpark asks)."""
+
+    def parts(
+        key: pa.Array, value: pa.Array, place: pa.Array, offset: pa.Array, headers: pa.Array
+    ) -> pa.Array:
+        return parse(key, value, place, offset, headers)
+
+    return arrow_udf(parts, parse.struct)  # type: ignore[call-overload]
 
 
 _RANGE_OPTIONS = ("assign", "startingOffsets", "endingOffsets")
@@ -336,8 +365,27 @@ def read_kafka(
     spark: SparkSession, spec: KafkaReadSpec, wheres: tuple[tuple[str, int, str], ...] = ()
 ) -> DataFrame:
     """The DataFrame of a Kafka range: the spout's fields, typed, parsed as in process
-    (``wheres``: a read of several ranges, see ``_Parse``)."""
-    assert spec.parser is not None
-    raw = _connector_rows(spark, spec)
-    struct = T.StructType([T.StructField(n, SQL[k]) for n, k in spec.parser.out_schema])
-    return raw.mapInArrow(_Parse(spec.parser, wheres=wheres), struct)
+    (``wheres``: a read of several ranges, ``(topic, partition, where)`` of each, the ``where``
+    its records' errors name; the parser's own ``where`` otherwise)."""
+    parser = spec.parser
+    assert parser is not None
+    places = wheres or tuple((t, p, parser.where) for t, p, _, _ in _offsets(spec))
+    place: Column | None = None
+    for i, (t, p, _) in enumerate(places):
+        hit = (F.col("topic") == F.lit(t)) & (F.col("partition") == F.lit(p))
+        place = F.when(hit, F.lit(i)) if place is None else place.when(hit, F.lit(i))
+    assert place is not None  # a range reads at least one topic partition
+    parse = _ParseValues(parser, places)
+    # once per record, never re-run (a nondeterministic UDF is not duplicated by the optimizer)
+    udf = _arrow_udf(parse).asNondeterministic()
+    parts = udf("key", "value", place.cast("int"), "offset", "headers").alias("_parts")
+    raw = _connector_rows(spark, spec).select(parts, "topic", "partition", "offset", "ts")
+    names = [name for name, _ in parser.out_schema]
+    made = len(names) - len(META_FIELDS)  # the key and the value's fields, from the UDF
+    columns = [F.col(f"_parts.f{i}").alias(names[i]) for i in range(made)]
+    meta = [F.col("topic").cast("string"), F.col("partition").cast("int"),
+            F.col("offset").cast("long"), F.col("ts").cast("long"), F.col(f"_parts.f{made}")]
+    columns += [c.alias(n) for c, n in zip(meta, names[made:], strict=True)]
+    if parser.drop:  # (a parser that raises keeps every record it returns: no filter to pay)
+        raw = raw.where(F.col("_parts.keep"))
+    return raw.select(*columns)
