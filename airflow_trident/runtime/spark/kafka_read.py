@@ -108,6 +108,11 @@ class _ParseValues:
         fields = [T.StructField(f"f{i}", SQL[kind]) for i, kind in enumerate(self.kinds)]
         return T.StructType([*fields, T.StructField("keep", T.BooleanType())])
 
+    @functools.cached_property
+    def parsers(self) -> list[KafkaRecordParser]:
+        """The parser of each place (its ``where`` the place's)."""
+        return [replace(self.parser, where=where) for _, _, where in self.places]
+
     def columns(
         self, key: pa.Array, value: pa.Array, place: pa.Array, offset: pa.Array, headers: pa.Array
     ) -> list[pa.Array]:
@@ -121,7 +126,7 @@ class _ParseValues:
         keep: list[bool] = []
         places, offsets = place.to_pylist(), offset.to_pylist()
         keys, values, heads = key.to_pylist(), value.to_pylist(), headers.to_pylist()
-        parsers = [replace(self.parser, where=where) for _, _, where in self.places]
+        parsers = self.parsers
         for i in range(n):
             topic, partition, _ = self.places[places[i]]
             raw = (keys[i], values[i], topic, partition, offsets[i], None, _header_pairs(heads[i]))
@@ -353,12 +358,19 @@ def _tagged(
     assert spec.parser is not None
     names = [name for name, _ in spec.parser.out_schema]
     topic, partition = F.col(f"`{names[-5]}`"), F.col(f"`{names[-4]}`")
+    index = _index_of(topic, partition, [(t, p, i) for i, _, (t, p, _, _) in ranges])
+    return df.withColumn(column, index)
+
+
+def _index_of(topic: Column, partition: Column, keys: Sequence[tuple[str, int, int]]) -> Column:
+    """The ``int`` index of each record's topic partition: ``i`` of its ``(topic, partition,
+    i)`` in ``keys`` (at least one)."""
     index: Column | None = None
-    for i, _, (t, p, _, _) in ranges:
+    for t, p, i in keys:
         hit = (topic == F.lit(t)) & (partition == F.lit(p))
         index = F.when(hit, F.lit(i)) if index is None else index.when(hit, F.lit(i))
     assert index is not None
-    return df.withColumn(column, index.cast("int"))
+    return index.cast("int")
 
 
 def read_kafka(
@@ -370,15 +382,12 @@ def read_kafka(
     parser = spec.parser
     assert parser is not None
     places = wheres or tuple((t, p, parser.where) for t, p, _, _ in _offsets(spec))
-    place: Column | None = None
-    for i, (t, p, _) in enumerate(places):
-        hit = (F.col("topic") == F.lit(t)) & (F.col("partition") == F.lit(p))
-        place = F.when(hit, F.lit(i)) if place is None else place.when(hit, F.lit(i))
-    assert place is not None  # a range reads at least one topic partition
+    place = _index_of(F.col("topic"), F.col("partition"),
+                      [(t, p, i) for i, (t, p, _) in enumerate(places)])  # fmt: skip
     parse = _ParseValues(parser, places)
     # once per record, never re-run (a nondeterministic UDF is not duplicated by the optimizer)
     udf = _arrow_udf(parse).asNondeterministic()
-    parts = udf("key", "value", place.cast("int"), "offset", "headers").alias("_parts")
+    parts = udf("key", "value", place, "offset", "headers").alias("_parts")
     raw = _connector_rows(spark, spec).select(parts, "topic", "partition", "offset", "ts")
     names = [name for name, _ in parser.out_schema]
     made = len(names) - len(META_FIELDS)  # the key and the value's fields, from the UDF
