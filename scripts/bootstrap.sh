@@ -13,7 +13,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 log() { echo "[bootstrap] $*" >&2; }
 PY=.venv/bin/python
-PYSPARK_VERSION=4.2.0
+PYSPARK_VERSION=4.1.1
 UV_VERSION=0.13.9
 
 apt_install() {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The project's JVM jars from Maven Central, as jvm/pom.xml pins them (docs/jvm.md).
-# Usage: scripts/jars.sh [spark] [kafka] [delta]     resolve those groups (default: spark kafka)
+# Usage: scripts/jars.sh [spark] [kafka] [delta] [iceberg]    resolve those groups (default: spark kafka)
 #        scripts/jars.sh list GROUP                   the group's jars, comma-separated (--jars)
 # Each group goes to its own directory, .work/jars/<group>/, once: a stamp holding the hash of
 # jvm/pom.xml makes every later run a no-op without Maven (~0.1 s, offline). When the pom
@@ -14,7 +14,7 @@ die() { log "ERROR: $*"; exit 1; }
 
 # The groups whose transitive dependencies Spark ships itself: only the listed artifacts are
 # copied (jvm/pom.xml says why); the broker gets its whole runtime closure.
-only_listed() { case "$1" in spark|delta) return 0 ;; *) return 1 ;; esac; }
+only_listed() { case "$1" in spark|delta|iceberg) return 0 ;; *) return 1 ;; esac; }
 
 resolve() {
     local group=$1 dir="$JARS/$1" stamp digest tmp started=$SECONDS
@@ -66,8 +66,8 @@ case "${1:-}" in
         flock 8
         for group in "$@"; do
             case "$group" in
-                spark|kafka|delta) resolve "$group" ;;
-                *) die "unknown group '$group' (spark, kafka, delta)" ;;
+                spark|kafka|delta|iceberg) resolve "$group" ;;
+                *) die "unknown group '$group' (spark, kafka, delta, iceberg)" ;;
             esac
         done
         ;;

@@ -314,7 +314,7 @@ def iceberg_state(
     )
 
 
-def _transaction(table: Any) -> Any:
+def no_rebase_transaction(table: Any) -> Any:
     """A pyiceberg transaction whose commit is not rebased on a concurrent one: a conflict
     raises ``CommitFailedException`` and the sink starts over (checking its txid again)."""
     from pyiceberg.exceptions import CommitFailedException
@@ -396,12 +396,12 @@ class IcebergState:
 
         for attempt in range(RETRIES):
             table = self.factory.load_table()
-            if table is not None and self._already_written(table, txid):
+            if table is not None and self.holds_in(table, txid):
                 return
             if data is None or data.num_rows == 0:
                 return
             if table is None:  # made from the batch (a column of no type yet left out)
-                made = self._plan(data.schema, None, txid).target or data.schema
+                made = self.plan_write(data.schema, None, txid).target or data.schema
                 table = self.factory.create_table(made)
             try:
                 self._write(table, data, txid)
@@ -446,9 +446,9 @@ class IcebergState:
             table = self.factory.load_table()
         except Exception:  # still unreachable: the original error says more
             return False
-        return table is not None and self._already_written(table, txid)
+        return table is not None and self.holds_in(table, txid)
 
-    def _already_written(self, table: Any, txid: int) -> bool:
+    def holds_in(self, table: Any, txid: int) -> bool:
         """Whether this partition must write nothing of ``txid``: the app wrote a later txid
         (so ``txid`` is complete in the table: the coordinator commits txids in order), or this
         partition wrote ``txid``. A replay of the newest txid with another partition count is
@@ -484,7 +484,7 @@ class IcebergState:
             return True
         return False
 
-    def _plan(self, batch: pa.Schema, table: pa.Schema | None, txid: int) -> SchemaPlan:
+    def plan_write(self, batch: pa.Schema, table: pa.Schema | None, txid: int) -> SchemaPlan:
         """How ``batch`` is written into ``table`` (``None``: the table is made from it)."""
         return plan_schema(
             batch,
@@ -496,14 +496,14 @@ class IcebergState:
 
     def _write(self, table: Any, data: pa.Table, txid: int) -> None:
         where = f"iceberg table {self.factory.table!r}, txid {txid}"
-        plan = self._plan(data.schema, table.schema().as_arrow(), txid)
+        plan = self.plan_write(data.schema, table.schema().as_arrow(), txid)
         data = align(data, plan)
         summary = {
             "trident.app-id": self.factory.app_id,
             "trident.txid": str(txid),
             "trident.partition": f"{self.index}/{self.count}",
         }
-        tx = _transaction(table)
+        tx = no_rebase_transaction(table)
         if plan.added:
             with tx.update_schema() as update:
                 update.union_by_name(pa.schema(list(plan.added)))

@@ -32,7 +32,7 @@ __all__ = [
     "spark_jars_csv",
 ]
 
-GROUPS = ("spark", "kafka", "delta")
+GROUPS = ("spark", "kafka", "delta", "iceberg")
 """The profiles of ``jvm/pom.xml``: one directory each, never mixed on a class path."""
 
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import logging
 import pickle
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +40,11 @@ from airflow_trident.graph import PersistNode
 from airflow_trident.runtime.commit import StateCommitter
 from airflow_trident.runtime.reference import cached_topology
 from airflow_trident.runtime.result import Partitions, StagedState
+from airflow_trident.runtime.spark.iceberg import (
+    commit_with_spark_iceberg,
+    iceberg_on_spark,
+    spark_writes_iceberg,
+)
 from airflow_trident.runtime.spark.lakehouse import (
     commit_with_spark_delta,
     delta_on_spark,
@@ -94,7 +99,7 @@ class _ApplyPartitions:
     new_values: frozenset[str]
     states: StateBinding
 
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         try:
             topology = cached_topology(self.topology)
             committer = StateCommitter(topology, self.states)
@@ -170,20 +175,20 @@ class SparkBatchApplier:
             of the Spark job. Partitions applied before it stay applied; the retry skips them.
         """
         topology = cached_topology(self.topology)
-        writers = _spark_writers(topology, manifest) if spark_writes_delta(self.spark) else []
-        for name in writers:  # appends to Delta tables: Spark's own Delta writer
+        writers = _spark_writers(self.spark, topology, manifest)
+        for name, (lake, commit) in writers.items():  # lakehouse appends: Spark's own writers
             node = topology.nodes[topology.states[name]]
             assert isinstance(node, PersistNode)  # _spark_writers checked it
             entry = manifest["states"][name]
             try:
-                done = commit_with_spark_delta(self.spark, node, entry, plan.txid, self.states)
+                done = commit(self.spark, node, entry, plan.txid, self.states)
             except TridentError:
                 raise
             except Exception as exc:
                 raise _commit_failure(exc, plan.txid) from exc
             log.info(
-                "txid %d: state %s: %d of %d partitions appended by Spark's Delta writer",
-                plan.txid, name, done, max(1, len(entry["files"])),
+                "txid %d: state %s: %d of %d partitions appended by Spark's %s writer",
+                plan.txid, name, done, max(1, len(entry["files"])), lake,
             )  # fmt: skip
         rest = {
             **manifest,
@@ -255,14 +260,28 @@ class SparkBatchApplier:
         return new_values
 
 
-def _spark_writers(topology: Any, manifest: Mapping[str, Any]) -> list[str]:
-    """The staged states appended by Spark's Delta writer (:mod:`.lakehouse`)."""
-    return [
-        name
-        for name, entry in manifest["states"].items()
-        if isinstance(node := topology.nodes[topology.states[name]], PersistNode)
-        and delta_on_spark(node, entry)
-    ]
+_LakeCommit = Callable[[Any, PersistNode, Mapping[str, Any], int, StateBinding], int]
+
+
+def _spark_writers(
+    spark: Any, topology: Any, manifest: Mapping[str, Any]
+) -> dict[str, tuple[str, _LakeCommit]]:
+    """The staged states appended by Spark's own lakehouse writers, by state: the table
+    format and its commit (Delta: :mod:`.lakehouse`, Iceberg: :mod:`.iceberg`), for the
+    connectors the session runs."""
+    delta, iceberg = spark_writes_delta(spark), spark_writes_iceberg(spark)
+    writers: dict[str, tuple[str, _LakeCommit]] = {}
+    if not (delta or iceberg):
+        return writers
+    for name, entry in manifest["states"].items():
+        node = topology.nodes[topology.states[name]]
+        if not isinstance(node, PersistNode):
+            continue
+        if delta and delta_on_spark(node, entry):
+            writers[name] = ("Delta", commit_with_spark_delta)
+        elif iceberg and iceberg_on_spark(node, entry):
+            writers[name] = ("Iceberg", commit_with_spark_iceberg)
+    return writers
 
 
 def _commit_failure(exc: BaseException, txid: int) -> TridentError:

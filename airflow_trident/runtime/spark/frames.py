@@ -16,7 +16,7 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
-from pyspark.sql.pandas.types import from_arrow_type, to_arrow_type
+from pyspark.sql.pandas.types import from_arrow_type
 
 from airflow_trident.errors import ConfigurationError
 from airflow_trident.graph import (
@@ -30,6 +30,7 @@ from airflow_trident.graph import (
 )
 from airflow_trident.planner.plan import FinalAgg, Op, PartialAgg
 from airflow_trident.runtime.result import Partitions
+from airflow_trident.runtime.spark.arrow_types import arrow_type
 from airflow_trident.runtime.spark.columns import PICKLED, infer_type
 from airflow_trident.runtime.spark.compile import ROW
 from airflow_trident.tuple import Fields
@@ -196,7 +197,7 @@ def output_schema(
     spark = T.StructType(spark_fields)
     tz = timezone() if any(_has_timestamp(f.dataType) for f in spark_fields) else None
     arrow = pa.schema(
-        [pa.field(f.name, to_arrow_type(f.dataType, timezone=tz)) for f in spark_fields]
+        [pa.field(f.name, arrow_type(f.dataType, tz)) for f in spark_fields]
     )
     return OutputSchema(spark, arrow, frozenset(pickled))
 

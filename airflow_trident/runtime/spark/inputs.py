@@ -15,7 +15,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
-from pyspark.sql.pandas.types import from_arrow_type, to_arrow_type
+from pyspark.sql.pandas.types import from_arrow_type
 
 from airflow_trident.errors import ConfigurationError
 from airflow_trident.graph import AggregateNode, JoinNode, MergeNode, RepartitionNode
@@ -24,6 +24,7 @@ from airflow_trident.runtime.join import join_partitions
 from airflow_trident.runtime.repartition import repartition
 from airflow_trident.runtime.result import Partitions
 from airflow_trident.runtime.spark import compile as C
+from airflow_trident.runtime.spark.arrow_types import arrow_type
 from airflow_trident.runtime.spark.columns import array_of
 from airflow_trident.runtime.spark.driver_read import (
     READ_HERE_BYTES,
@@ -224,7 +225,7 @@ def _custom(
     spark_fields.append(T.StructField(C.PID, T.IntegerType()))
     tz = timezone()
     arrow = pa.schema(
-        [pa.field(f.name, to_arrow_type(f.dataType, timezone=tz)) for f in spark_fields]
+        [pa.field(f.name, arrow_type(f.dataType, tz)) for f in spark_fields]
     )
     fn = PartitionerSegment(txid, how.id, how.partitioner, n, up.fields, arrow, C.PID, up.pickled)
     return up.df.mapInArrow(fn, T.StructType(spark_fields))
@@ -239,7 +240,7 @@ def _pickled_too(frame: Frame, columns: set[str], txid: int, timezone: Callable[
     ]
     tz = timezone()
     arrow = pa.schema(
-        [pa.field(f.name, to_arrow_type(f.dataType, timezone=tz)) for f in spark_fields]
+        [pa.field(f.name, arrow_type(f.dataType, tz)) for f in spark_fields]
     )
     fn = PythonSegment(
         txid, (), (), frame.fields, frame.fields, arrow, frame.pickled, frozenset(pickled)

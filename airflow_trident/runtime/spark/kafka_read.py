@@ -38,7 +38,7 @@ from __future__ import annotations
 import base64
 import functools
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -145,7 +145,7 @@ class _Malformed:
 
     parser: KafkaRecordParser
 
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for raws in _raws(batches):
             offsets, errors = [], []
             for raw in raws:
@@ -165,7 +165,7 @@ _MALFORMED = T.StructType([T.StructField("offset", T.LongType()),
                            T.StructField("error", T.StringType())])  # fmt: skip
 
 
-def _raws(batches: Iterator[pa.RecordBatch]) -> Iterator[list[RawRecord]]:
+def _raws(batches: Iterable[pa.RecordBatch]) -> Iterator[list[RawRecord]]:
     """The connector's rows of each batch as raw records (see ``kafka_records``)."""
     for batch in batches:
         yield _batch_raws(batch)

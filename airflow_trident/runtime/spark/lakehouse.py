@@ -12,9 +12,9 @@ writer skips a partition the other committed. One Spark write records one applic
 transaction: the app-level one, ``(<app_id>, txid * 4096 + n)``, follows in a Delta commit of
 its own without data (delta-rs), as the Python writer would have recorded it.
 
-Iceberg has no such path: no Iceberg Spark runtime runs on Spark 4.2 (docs/jvm.md, "Lakehouse
-connectors"), so Iceberg states, and every state not described above, are applied by the Spark
-tasks of :class:`~airflow_trident.runtime.spark.commit.SparkBatchApplier` with the Python writer.
+Iceberg appends have their own Spark path (:mod:`airflow_trident.runtime.spark.iceberg`); every
+state neither describes is applied by the Spark tasks of
+:class:`~airflow_trident.runtime.spark.commit.SparkBatchApplier` with the Python writer.
 """
 
 from __future__ import annotations
@@ -27,7 +27,13 @@ from airflow_trident.graph import PersistNode
 from airflow_trident.state.binding import StateBinding
 from airflow_trident.state.delta import MAX_PARTITIONS, DeltaState, DeltaStateFactory, DeltaWriter
 
-__all__ = ["DELTA_EXTENSION", "commit_with_spark_delta", "delta_on_spark", "spark_writes_delta"]
+__all__ = [
+    "DELTA_EXTENSION",
+    "commit_with_spark_delta",
+    "delta_on_spark",
+    "spark_writes_delta",
+    "staged_uri",
+]
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +85,7 @@ def commit_with_spark_delta(
             continue
         if path is None:  # no rows: nothing to record (as the Python writer)
             continue
-        frame = spark.read.parquet(_uri(path)).select(*columns)
+        frame = spark.read.parquet(staged_uri(path)).select(*columns)
         written += _append(state, frame, txid)
     return written
 
@@ -130,7 +136,8 @@ def record_app_transaction(state: DeltaState, txid: int) -> None:
 _COUNT_BASE = MAX_PARTITIONS + 1  # the app-level version's encoding (state/delta.py)
 
 
-def _uri(path: str) -> str:
+def staged_uri(path: str) -> str:
+    """The URI Spark reads a staged Parquet file at (a local path becomes ``file://``)."""
     import pathlib
 
     return path if "://" in path else pathlib.Path(path).resolve().as_uri()

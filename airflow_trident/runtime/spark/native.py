@@ -25,7 +25,7 @@ import functools
 import logging
 import os
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, cast
 
@@ -129,7 +129,7 @@ class _ParseLines:
     pids: tuple[int, ...] = (0,)
     pid: str | None = None
 
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         started: set[str] = set()
         fields = [pa.field(n, ARROW_TYPES[k]) for n, k in self.schema]
         arrow = pa.schema([*fields, pa.field(self.pid, pa.int32())] if self.pid else fields)

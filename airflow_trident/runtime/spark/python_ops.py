@@ -33,7 +33,7 @@ import gc
 import operator
 import pickle
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn, TypeVar
 
@@ -438,7 +438,7 @@ class PythonSegment:
         off = "" if self.inline else " (inlining off)"
         return "column to column: " + ", ".join(described) + off
 
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         try:
             steps = self.steps()
             with self.prepared():
@@ -543,7 +543,7 @@ class PartitionerSegment:
     pid_column: str
     pickled: frozenset[str] = frozenset()
 
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         targets = partition_targets(self.partitioner, self.step, self.txid, self.n)
         fields = (*self.fields, self.pid_column)
         try:

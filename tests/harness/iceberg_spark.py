@@ -1,0 +1,264 @@
+"""Iceberg tables written by both writers and read back by Spark SQL, in a child process.
+
+A Spark session with Iceberg's connector needs its session extension at its start, which the
+session-wide test session (:func:`tests.conftest.spark`) has not; one JVM per process, so the
+scenarios run here, ``python -m tests.harness.iceberg_spark WORK_DIR [BACKEND]``, in one local[2]
+session, and print their findings as JSON on the last line for the test to assert on
+(``tests/runtime/test_iceberg_spark_sql.py``). ``BACKEND`` is the run's state database, which is
+also the Iceberg catalog: ``sqlite`` (a file in WORK_DIR, the embedded default) or
+``postgresql`` (``$TRIDENT_PG_URL``).
+
+Scenarios, in order, each on a table of its own (the topology :func:`iceberg_spark_words`, 3
+commit partitions, loaded by reference as ``commit_mode="spark"`` loads it):
+
+``python``
+    txids 1..3 committed by the Python writer (pyiceberg), txid 2's commit dying after its
+    Iceberg commits (the compare-and-set never ran) and retried, txids 3 and 1 applied again;
+    Spark SQL reads the table.
+``spark``
+    txid 1 committed through Spark's Iceberg writer; txid 2 appended by Spark's writer and its
+    compare-and-set lost, retried by the Python writer; txid 3 the other way round; txid 4's
+    Spark commit dying between Spark's append and the commit that publishes it, retried on
+    Spark; txid 5's publish finding that another writer moved ``main`` meanwhile (a zombie
+    attempt, or another topology), so Spark appends again; Spark SQL and pyiceberg read it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from airflow_trident.operation import Split
+from airflow_trident.spout.memory import MemoryTransactionalSpout
+from airflow_trident.state.iceberg import IcebergWriter, iceberg_state
+from airflow_trident.topology import TridentTopology
+from tests.harness.iceberg_sinks import SENTENCES, expected_words
+
+__all__ = ["REFERENCE", "iceberg_session", "iceberg_spark_words"]
+
+REFERENCE = "tests.harness.iceberg_spark:iceberg_spark_words"
+TABLE_ENV = "TRIDENT_TEST_ICEBERG_TABLE"
+WAREHOUSE_ENV = "TRIDENT_TEST_ICEBERG_WAREHOUSE"
+APP_ID = "iceberg_spark_words.events"
+
+
+def iceberg_spark_words() -> TridentTopology:
+    """Sentences -> split -> every word appended by :class:`IcebergWriter` (3 commit partitions)
+    to the table ``$TRIDENT_TEST_ICEBERG_TABLE`` of the run's state database's catalog."""
+    topology = TridentTopology("iceberg_spark_words")
+    (
+        topology.new_stream(
+            "sentences", MemoryTransactionalSpout(SENTENCES, ["sentence"], take_per_batch=2)
+        )
+        .each(["sentence"], Split(), ["word"])
+        .partition_persist(
+            iceberg_state(os.environ[TABLE_ENV], APP_ID, warehouse=os.environ.get(WAREHOUSE_ENV)),
+            ["word"],
+            IcebergWriter(),
+            name="events",
+        )
+    )
+    return topology
+
+
+def iceberg_session() -> Any:
+    """A local[2] session with the ``spark`` and ``iceberg`` jars and Iceberg's session
+    extension (docs/jvm.md, "Lakehouse connectors")."""
+    from airflow_trident.runtime.spark.iceberg import ICEBERG_EXTENSION
+    from airflow_trident.runtime.spark.session import local_session
+    from tests.harness.jars import jars, require_jars
+    from tests.harness.jvm import quick_jit_conf
+
+    conf = {
+        "spark.jars": ",".join([*jars("spark"), *require_jars("iceberg")]),
+        "spark.sql.extensions": ICEBERG_EXTENSION,
+    }
+    session = local_session(
+        "local[2]", shuffle_partitions=4, app_name="iceberg-spark", conf=quick_jit_conf(conf)
+    )  # C1 only: tests/harness/jvm.py
+    session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
+def _factory() -> Any:
+    from airflow_trident.runtime.reference import load_topology
+
+    topology = load_topology(REFERENCE)
+    return topology.nodes[topology.states["events"]].factory.located_at(_state_url())
+
+
+def _state_url() -> str:
+    return os.environ["TRIDENT_STATE_URL"]
+
+
+def _spark_view(spark: Any) -> dict[str, Any]:
+    """What Spark SQL reads of the table: words counted, rows, and its snapshots by writer."""
+    from airflow_trident.runtime.spark.iceberg import use_catalog
+
+    ident = use_catalog(spark, _factory())
+    spark.sql(f"REFRESH TABLE {ident}")
+    rows = spark.sql(f"SELECT word, count(*) AS n FROM {ident} GROUP BY word").collect()
+    total = spark.sql(f"SELECT count(*) AS n FROM {ident}").collect()[0]["n"]
+    snapshots = spark.sql(f"SELECT summary FROM {ident}.snapshots ORDER BY committed_at").collect()
+    writers = Counter(
+        "spark" if "spark.app.id" in (s["summary"] or {}) else "pyiceberg" for s in snapshots
+    )
+    txids = [(s["summary"] or {}).get("trident.txid") for s in snapshots if s["summary"]]
+    return {
+        "words": {r["word"]: r["n"] for r in rows},
+        "rows": total,
+        "writers": dict(writers),
+        "txids": [t for t in txids if t is not None],
+    }
+
+
+def _steps(work: Path) -> Any:
+    from airflow_trident.batch.steps import BatchSteps
+    from airflow_trident.coordination.memory import MemoryCoordinatorStore
+    from airflow_trident.runtime.reference import load_topology
+    from airflow_trident.runtime.staging import StagingArea
+    from airflow_trident.state.binding import StateBinding
+
+    topology = load_topology(REFERENCE)
+    store = MemoryCoordinatorStore(topology.name)
+    staging = StagingArea(str(work / f"staging-{uuid.uuid4().hex[:6]}"), topology.name)
+    return BatchSteps(topology, store, staging, states=StateBinding(_state_url()))
+
+
+def _staged(steps: Any, run: str) -> tuple[int, Any, Any]:
+    txid = int(steps.begin(run)["txid"])
+    steps.process_local(txid)
+    plan = steps.plan(txid)
+    return txid, plan, steps.staging.verified_manifest(plan.attempt, plan.metas)
+
+
+def _main_txids(table: Any) -> list[str | None]:
+    """The ``trident.txid`` of each snapshot of ``main``'s history, oldest first."""
+    txids: list[str | None] = []
+    snapshot = table.current_snapshot()
+    while snapshot is not None:
+        txids.append(snapshot.summary.get("trident.txid") if snapshot.summary else None)
+        parent = snapshot.parent_snapshot_id
+        snapshot = None if parent is None else table.snapshot_by_id(parent)
+    return txids[::-1]
+
+
+def _pyiceberg_rows() -> int:
+    table = _factory().load_table()
+    return 0 if table is None else table.scan().to_arrow().num_rows
+
+
+def scenario_python(spark: Any, work: Path) -> dict[str, Any]:
+    steps = _steps(work)
+    for run in ("r1", "r2", "r3"):
+        txid, plan, manifest = _staged(steps, run)
+        if txid == 2:  # the Iceberg commits land, the compare-and-set does not
+            steps.apply_staged(plan, manifest)
+        steps.commit(txid)
+    for txid in (3, 1):  # replays (processed again) reach the table: it skips them
+        steps.process_local(txid)
+        plan = steps.plan(txid)
+        steps.apply_staged(plan, steps.staging.verified_manifest(plan.attempt, plan.metas))
+    return {"committed": steps.store.committed_txid(), **_spark_view(spark)}
+
+
+def scenario_spark(spark: Any, work: Path) -> dict[str, Any]:
+    from airflow_trident.runtime.spark import iceberg
+    from airflow_trident.runtime.spark.commit import SparkBatchApplier
+
+    steps = _steps(work)
+    applier = SparkBatchApplier(spark, REFERENCE, steps.staging, lambda t: {}, steps.states)
+    found: dict[str, Any] = {}
+    txid, _, _ = _staged(steps, "r1")
+    steps.commit(txid, applier=applier)
+    found["after_spark_1"] = _pyiceberg_rows()
+    # txid 2: Spark's writer commits to the table, the compare-and-set is lost; the Python
+    # writer's retry
+    txid, plan, manifest = _staged(steps, "r2")
+    applier.apply_staged(plan, manifest)
+    found["after_spark_2"] = _pyiceberg_rows()
+    steps.commit(txid)
+    found["after_python_retry_2"] = _pyiceberg_rows()
+    # txid 3: the Python writer commits to the table, the compare-and-set is lost; Spark retries
+    txid, plan, manifest = _staged(steps, "r3")
+    steps.apply_staged(plan, manifest)
+    found["after_python_3"] = _pyiceberg_rows()
+    steps.commit(txid, applier=applier)
+    found["after_spark_retry_3"] = _pyiceberg_rows()
+    # txid 4: Spark's append lands on its branch, the driver dies before publishing it
+    txid, _, _ = _staged(steps, "r4")
+    publish = iceberg._publish
+
+    def dies(*args: Any) -> None:
+        iceberg._publish = publish
+        msg = "injected: the driver died between Spark's append and its publish"
+        raise RuntimeError(msg)
+
+    iceberg._publish = dies
+    try:
+        steps.commit(txid, applier=applier)
+        found["crash"] = "none"
+    except Exception as exc:
+        found["crash"] = str(exc)[:300]
+    table = _factory().load_table()
+    found["refs_after_crash"] = sorted(table.metadata.refs)
+    found["after_crash_4"] = _pyiceberg_rows()
+    steps.commit(txid, applier=applier)
+    found["after_spark_retry_4"] = _pyiceberg_rows()
+    # txid 5: another writer moves main between Spark's append and the publish
+    txid, _, _ = _staged(steps, "r5")
+    moved: list[int] = []
+
+    def races(factory: Any, state: Any, staged: int, base: Any, txid: int) -> None:
+        if not moved:
+            import pyarrow as pa
+
+            other = factory.load_table()
+            rows = pa.table({"word": ["intruder"], "trident_txid": pa.array([0], pa.int64())})
+            other.append(rows.cast(other.schema().as_arrow()))
+            moved.append(1)
+        publish(factory, state, staged, base, txid)
+
+    iceberg._publish = races
+    try:
+        steps.commit(txid, applier=applier)
+    finally:
+        iceberg._publish = publish
+    table = _factory().load_table()
+    found["raced"] = len(moved)
+    found["refs_at_end"] = sorted(table.metadata.refs)
+    found["properties"] = {
+        k: v for k, v in table.properties.items() if k.startswith("trident.txid.")
+    }
+    found["pyiceberg_rows"] = table.scan().to_arrow().num_rows
+    found["main_txids"] = _main_txids(table)
+    return {"committed": steps.store.committed_txid(), **found, **_spark_view(spark)}
+
+
+def main(argv: list[str]) -> None:
+    work = Path(argv[1])
+    backend = argv[2] if len(argv) > 2 else "sqlite"
+    if backend == "postgresql":  # a SQL catalog on PostgreSQL names its warehouse
+        os.environ["TRIDENT_STATE_URL"] = os.environ["TRIDENT_PG_URL"]
+        os.environ[WAREHOUSE_ENV] = f"file://{work}/warehouse"
+    else:
+        os.environ["TRIDENT_STATE_URL"] = f"sqlite:///{work}/state.db"
+    spark = iceberg_session()
+    found: dict[str, Any] = {}
+    try:
+        for name, scenario in (("python", scenario_python), ("spark", scenario_spark)):
+            os.environ[TABLE_ENV] = f"trident_tests.w{uuid.uuid4().hex[:10]}"
+            found[name] = scenario(spark, work)
+    finally:
+        spark.stop()
+    found["expected"] = {str(n): expected_words(n) for n in (3, 5)}
+    print(json.dumps(found, sort_keys=True))
+
+
+if __name__ == "__main__":
+    main(sys.argv)
