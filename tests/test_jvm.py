@@ -72,7 +72,7 @@ def test_the_pinned_spark_is_the_pinned_pyspark_everywhere() -> None:
 def test_each_profile_is_a_group_of_the_script_and_the_harness() -> None:
     script = (ROOT / "scripts" / "jars.sh").read_text()
     assert sorted(_profiles()) == sorted(GROUPS)
-    assert "spark|kafka|delta) resolve" in script
+    assert "spark|kafka|delta|iceberg) resolve" in script
     # bootstrap resolves Spark's connectors (every command), services.sh the broker's jars
     # wherever it starts the broker (the test command, the tiers; not the main job)
     assert "bash scripts/jars.sh spark &" in (ROOT / "scripts" / "bootstrap.sh").read_text()
@@ -85,7 +85,8 @@ def test_the_spark_group_adds_only_what_pyspark_does_not_ship() -> None:
     if not found:
         pytest.skip("the spark jars are not resolved: bash scripts/jars.sh spark")
     spark = _properties()["spark.version"]
-    assert {f"spark-sql-kafka-0-10_2.13-{spark}.jar", "kafka-clients-3.9.2.jar"} <= set(found)
+    clients = _properties()["spark.kafka-clients.version"]
+    assert {f"spark-sql-kafka-0-10_2.13-{spark}.jar", f"kafka-clients-{clients}.jar"} <= set(found)
     # one jar per listed artifact (copy-dependencies -DexcludeTransitive), none also in pyspark
     assert len(found) == len(_profiles()["spark"])
     shipped = {_artifact(name) for name in _pyspark_jars()}

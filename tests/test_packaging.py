@@ -70,9 +70,10 @@ def test_the_spark_extra_is_pyspark_with_the_providers_5x_line() -> None:
     # the provider's 6.x line requires pyspark-client, a second owner of pyspark/
     # (docs/installation.md, "Which pyspark"); the spark extra keeps pyspark's own
     assert "pyspark" not in REQUIREMENTS
-    # 4.2: the newest Spark with connector jars on Maven Central (docs/jvm.md, "The PySpark pin")
-    assert "4.2.0" in SPARK_EXTRA["pyspark"].specifier
-    assert "4.3.0" not in SPARK_EXTRA["pyspark"].specifier
+    # 4.1: the newest Spark with every connector jar on Maven Central, Iceberg's runtime
+    # included (docs/jvm.md, "The PySpark pin")
+    assert "4.1.1" in SPARK_EXTRA["pyspark"].specifier
+    assert "4.2.0" not in SPARK_EXTRA["pyspark"].specifier
     provider = SPARK_EXTRA["apache-airflow-providers-apache-spark"].specifier
     assert ("5.6.0" in provider, "6.0.0" in provider) == (True, False)
 
