@@ -273,7 +273,7 @@ CONFIG: dict[str, Any] = {
                 ),
                 "version_added": _ADDED,
                 "type": "string",
-                "example": "/opt/jars/spark-sql-kafka-0-10_2.13-4.2.0.jar,/opt/jars/pg.jar",
+                "example": "/opt/jars/spark-sql-kafka-0-10_2.13-4.1.1.jar,/opt/jars/pg.jar",
                 "default": "",
             },
             "inline": {

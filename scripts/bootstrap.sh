@@ -84,8 +84,10 @@ if [ -f pyproject.toml ]; then
         done
         if [ "$want" = "dev,postgres" ]; then
             uv_pip install -e '.[dev,postgres]'
-        else  # with the full pyspark (a local Spark Connect server), as dev has it
-            uv_pip install -e ".[$want]" "pyspark==$PYSPARK_VERSION"
+        else  # with the full pyspark (a local Spark Connect server) and the same
+            # pyspark-client (the provider 6.x's), as dev has them
+            uv_pip install -e ".[$want]" "pyspark==$PYSPARK_VERSION" \
+                "pyspark-client==$PYSPARK_VERSION"
         fi
         touch "$stamp"
     fi

@@ -2,7 +2,7 @@
 
 The server ships in the pyspark wheel: its class (``SparkConnectServer``, in
 ``jars/spark-connect_2.13-<version>.jar``) is started with the venv's ``spark-submit``, as
-``sbin/start-connect-server.sh --wait`` does (the pyspark 4.2 wheel has no ``sbin/`` script;
+``sbin/start-connect-server.sh --wait`` does (the pyspark 4.2 wheel had no ``sbin/`` script;
 4.3's has). It runs in the foreground of its own process group, bound to loopback, with this
 interpreter as its Python workers' (they import ``airflow_trident`` and the topologies: the
 project root is on their ``PYTHONPATH``, for :mod:`tests.harness`'s), logs under the work

@@ -1,10 +1,7 @@
-"""Delta tables written by both writers and read back by Spark SQL, in a child process.
-
-A Spark session with Delta's connector needs ``spark.sql.extensions`` and ``DeltaCatalog`` at
-its start, which the session-wide test session (:func:`tests.conftest.spark`) has not; one JVM
-per process, so each scenario runs here, in its own ``python -m tests.harness.delta_spark
-SCENARIO WORK_DIR`` with a local[2] session of its own, and prints its findings as JSON on the
-last line for the test to assert on (``tests/runtime/test_delta_spark.py``).
+"""Delta tables written by both writers and read back by Spark SQL: the scenarios, run in a child
+process whose Spark has Delta's connector (:mod:`tests.harness.lakehouse_spark`; a session with
+Delta needs ``spark.sql.extensions`` and ``DeltaCatalog`` at its start, which the session-wide
+test session has not).
 
 Scenarios (the topology :func:`delta_words`, 3 commit partitions, is loaded by reference, as
 ``commit_mode="spark"`` loads it):
@@ -22,9 +19,7 @@ Scenarios (the topology :func:`delta_words`, 3 commit partitions, is loaded by r
 
 from __future__ import annotations
 
-import json
 import os
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -33,9 +28,16 @@ from airflow_trident.operation import Split
 from airflow_trident.spout.memory import MemoryTransactionalSpout
 from airflow_trident.state.delta import DeltaWriter, delta_state
 from airflow_trident.topology import TridentTopology
-from tests.harness.iceberg_sinks import SENTENCES, expected_words
+from tests.harness.iceberg_sinks import SENTENCES
 
-__all__ = ["REFERENCE", "delta_words", "lakehouse_session"]
+__all__ = [
+    "PATH_ENV",
+    "REFERENCE",
+    "delta_words",
+    "lakehouse_session",
+    "scenario_python",
+    "scenario_spark",
+]
 
 REFERENCE = "tests.harness.delta_spark:delta_words"
 PATH_ENV = "TRIDENT_TEST_DELTA_PATH"
@@ -175,19 +177,3 @@ def scenario_spark(spark: Any, work: Path) -> dict[str, Any]:
         **found,
         **_spark_view(spark, os.environ[PATH_ENV]),
     }
-
-
-def main(argv: list[str]) -> None:
-    scenario, work = argv[1], Path(argv[2])
-    os.environ[PATH_ENV] = str(work / "table")
-    spark = lakehouse_session()
-    try:
-        found = {"python": scenario_python, "spark": scenario_spark}[scenario](spark, work)
-    finally:
-        spark.stop()
-    found["expected"] = {"3": expected_words(3), "4": expected_words(4)}
-    print(json.dumps(found, sort_keys=True))
-
-
-if __name__ == "__main__":
-    main(sys.argv)

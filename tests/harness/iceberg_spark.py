@@ -1,15 +1,10 @@
-"""Iceberg tables written by both writers and read back by Spark SQL, in a child process.
+"""Iceberg tables written by both writers and read back by Spark SQL: the scenarios, run in a
+child process whose Spark has Iceberg's connector (:mod:`tests.harness.lakehouse_spark`). The run's
+state database (``$TRIDENT_STATE_URL``) is the Iceberg catalog.
 
-A Spark session with Iceberg's connector needs its session extension at its start, which the
-session-wide test session (:func:`tests.conftest.spark`) has not; one JVM per process, so the
-scenarios run here, ``python -m tests.harness.iceberg_spark WORK_DIR [BACKEND]``, in one local[2]
-session, and print their findings as JSON on the last line for the test to assert on
-(``tests/runtime/test_iceberg_spark_sql.py``). ``BACKEND`` is the run's state database, which is
-also the Iceberg catalog: ``sqlite`` (a file in WORK_DIR, the embedded default) or
-``postgresql`` (``$TRIDENT_PG_URL``).
-
-Scenarios, in order, each on a table of its own (the topology :func:`iceberg_spark_words`, 3
-commit partitions, loaded by reference as ``commit_mode="spark"`` loads it):
+Scenarios, each on a table of its own (``$TRIDENT_TEST_ICEBERG_TABLE``; the topology
+:func:`iceberg_spark_words`, 3 commit partitions, loaded by reference as ``commit_mode="spark"``
+loads it):
 
 ``python``
     txids 1..3 committed by the Python writer (pyiceberg), txid 2's commit dying after its
@@ -25,9 +20,7 @@ commit partitions, loaded by reference as ``commit_mode="spark"`` loads it):
 
 from __future__ import annotations
 
-import json
 import os
-import sys
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -37,9 +30,15 @@ from airflow_trident.operation import Split
 from airflow_trident.spout.memory import MemoryTransactionalSpout
 from airflow_trident.state.iceberg import IcebergWriter, iceberg_state
 from airflow_trident.topology import TridentTopology
-from tests.harness.iceberg_sinks import SENTENCES, expected_words
+from tests.harness.iceberg_sinks import SENTENCES
 
-__all__ = ["REFERENCE", "iceberg_session", "iceberg_spark_words"]
+__all__ = [
+    "REFERENCE",
+    "iceberg_session",
+    "iceberg_spark_words",
+    "scenario_python",
+    "scenario_spark",
+]
 
 REFERENCE = "tests.harness.iceberg_spark:iceberg_spark_words"
 TABLE_ENV = "TRIDENT_TEST_ICEBERG_TABLE"
@@ -238,27 +237,3 @@ def scenario_spark(spark: Any, work: Path) -> dict[str, Any]:
     found["pyiceberg_rows"] = table.scan().to_arrow().num_rows
     found["main_txids"] = _main_txids(table)
     return {"committed": steps.store.committed_txid(), **found, **_spark_view(spark)}
-
-
-def main(argv: list[str]) -> None:
-    work = Path(argv[1])
-    backend = argv[2] if len(argv) > 2 else "sqlite"
-    if backend == "postgresql":  # a SQL catalog on PostgreSQL names its warehouse
-        os.environ["TRIDENT_STATE_URL"] = os.environ["TRIDENT_PG_URL"]
-        os.environ[WAREHOUSE_ENV] = f"file://{work}/warehouse"
-    else:
-        os.environ["TRIDENT_STATE_URL"] = f"sqlite:///{work}/state.db"
-    spark = iceberg_session()
-    found: dict[str, Any] = {}
-    try:
-        for name, scenario in (("python", scenario_python), ("spark", scenario_spark)):
-            os.environ[TABLE_ENV] = f"trident_tests.w{uuid.uuid4().hex[:10]}"
-            found[name] = scenario(spark, work)
-    finally:
-        spark.stop()
-    found["expected"] = {str(n): expected_words(n) for n in (3, 5)}
-    print(json.dumps(found, sort_keys=True))
-
-
-if __name__ == "__main__":
-    main(sys.argv)

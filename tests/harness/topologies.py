@@ -37,6 +37,7 @@ from airflow_trident.tuple import TridentCollector, TridentTuple
 
 __all__ = [
     "BENCH_DELTA_ENV",
+    "BENCH_ICEBERG_ENV",
     "BENCH_TABLE",
     "E2E_DATA",
     "INLINED_ENV",
@@ -49,6 +50,7 @@ __all__ = [
     "SchedulerData",
     "bench_counts",
     "bench_delta_events",
+    "bench_iceberg_events",
     "e2e_word_count",
     "scheduler_word_count",
 ]
@@ -198,6 +200,29 @@ def bench_delta_events() -> TridentTopology:
         delta_state(os.environ[BENCH_DELTA_ENV], "bench_lakehouse_commit.events"),
         fields,
         DeltaWriter(),
+        name="events",
+    )
+    return topology
+
+
+BENCH_ICEBERG_ENV = "TRIDENT_BENCH_ICEBERG_TABLE"
+"""The Iceberg table (``namespace.name``) of :func:`bench_iceberg_events`, in the catalog of
+``$TRIDENT_STATE_URL`` (a SQLite file: the warehouse beside it)."""
+
+
+def bench_iceberg_events() -> TridentTopology:
+    """Rows ``(key, user, n)`` appended by :class:`IcebergWriter` to the Iceberg table
+    ``$TRIDENT_BENCH_ICEBERG_TABLE`` (``bench/lakehouse_commit.py --format iceberg``)."""
+    from airflow_trident.state.iceberg import IcebergWriter, iceberg_state
+
+    topology = TridentTopology("bench_lakehouse_commit")
+    fields = ["key", "user", "n"]
+    topology.new_stream(
+        "rows", MemoryTransactionalSpout({"p0": []}, fields, take_per_batch=1)
+    ).partition_persist(
+        iceberg_state(os.environ[BENCH_ICEBERG_ENV], "bench_lakehouse_commit.events"),
+        fields,
+        IcebergWriter(),
         name="events",
     )
     return topology
