@@ -88,7 +88,8 @@ def _factory() -> Any:
     from airflow_trident.runtime.reference import load_topology
 
     topology = load_topology(REFERENCE)
-    return topology.nodes[topology.states["events"]].factory.located_at(_state_url())
+    node: Any = topology.nodes[topology.states["events"]]
+    return node.factory.located_at(_state_url())
 
 
 def _state_url() -> str:
@@ -193,7 +194,7 @@ def scenario_spark(spark: Any, work: Path) -> dict[str, Any]:
     txid, _, _ = _staged(steps, "r4")
     publish = iceberg._publish
 
-    def dies(*args: Any) -> None:
+    def dies(factory: Any, state: Any, staged: int, base: Any, txid: int) -> None:
         iceberg._publish = publish
         msg = "injected: the driver died between Spark's append and its publish"
         raise RuntimeError(msg)
