@@ -4,7 +4,7 @@ commits on retry, on both state backends (the backend is the Iceberg catalog).
 
 One child process runs every scenario (:mod:`tests.harness.lakehouse_spark`): a Spark with
 these connectors needs their session extensions at its start, which the session-wide test
-session has not, and a JVM is one per process. ~70 s a backend: SQLite in the test command,
+session has not, and a JVM is one per process. ~100 s a backend: SQLite in the test command,
 PostgreSQL in the long tier.
 """
 
