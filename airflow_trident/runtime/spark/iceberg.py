@@ -107,15 +107,16 @@ def spark_catalog_conf(name: str, properties: Mapping[str, str]) -> dict[str, st
     >>> spark_catalog_conf("r", {"type": "rest", "uri": "https://cat:8181/api", "token": "t"})
     ... # doctest: +NORMALIZE_WHITESPACE
     {'spark.sql.catalog.r': 'org.apache.iceberg.spark.SparkCatalog',
-     'spark.sql.catalog.r.type': 'rest', 'spark.sql.catalog.r.uri': 'https://cat:8181/api',
-     'spark.sql.catalog.r.token': 't'}
+     'spark.sql.catalog.r.cache-enabled': 'false', 'spark.sql.catalog.r.type': 'rest',
+     'spark.sql.catalog.r.uri': 'https://cat:8181/api', 'spark.sql.catalog.r.token': 't'}
     >>> spark_catalog_conf("m", {"type": "sql", "uri": "mysql+pymysql://db/cat"}) is None
     True
     """
     prefix = f"spark.sql.catalog.{name}"
     props = dict(properties)
     kind = props.pop("type", "rest")
-    conf = {prefix: _SPARK_CATALOG}
+    # no cached tables: another writer's commits (pyiceberg's) are seen at once
+    conf = {prefix: _SPARK_CATALOG, f"{prefix}.cache-enabled": "false"}
     if kind == "sql":
         jdbc = _jdbc(props.pop("uri", ""))
         if jdbc is None:
@@ -245,7 +246,10 @@ def _append(spark: Any, state: IcebergState, frame: Any, txid: int) -> int:
         if table is None:
             table = factory.create_table(state.plan_write(batch, None, txid).target or batch)
         plan = state.plan_write(batch, table.schema().as_arrow(), txid)  # its errors
-        _enable_staging(table)
+        try:
+            _enable_staging(table)
+        except CommitFailedException:  # another writer's commit: look again
+            continue
         base = table.current_snapshot()
         base_id = None if base is None else base.snapshot_id
         staged = _staged_append(spark, frame, ident, plan.untyped, state, txid)
@@ -284,9 +288,20 @@ def _staged_append(
 ) -> int:
     """Append ``frame`` as a staged snapshot of ``ident`` (not on ``main``) in the table's
     columns and types (those ``schema_evolution`` validated, widened where narrower; nulls for
-    the others), and return the snapshot's id."""
+    the others), and return the snapshot's id.
+
+    Spark stages only if *its* copy of the table says ``write.wap.enabled`` (else it commits to
+    ``main``), so the table is refreshed first and the property checked as Spark sees it."""
     from pyspark.sql import functions as F
 
+    spark.sql(f"REFRESH TABLE {ident}")
+    seen = spark.sql(f"SHOW TBLPROPERTIES {ident} ('{_WAP_PROPERTY}')").collect()
+    if not seen or str(seen[0][1]).lower() != "true":
+        msg = (
+            f"iceberg table {state.factory.table!r}: Spark does not see {_WAP_PROPERTY}=true; "
+            f"nothing was written"
+        )
+        raise StateError(msg)
     target = spark.table(ident).schema
     have = set(frame.columns) - set(untyped)
     columns = [
@@ -294,6 +309,7 @@ def _staged_append(
         for f in target.fields
     ]
     wap_id = f"{_STAGE_PREFIX}{state.partition_key}-{uuid.uuid4().hex}"
+    before = spark.conf.get(_WAP_ID, None)
     spark.conf.set(_WAP_ID, wap_id)
     try:
         (
@@ -304,8 +320,11 @@ def _staged_append(
             .option("snapshot-property.trident.partition", f"{state.index}/{state.count}")
             .append()
         )
-    finally:  # the session's later writes (the user's) go to main
-        spark.conf.unset(_WAP_ID)
+    finally:  # the session's own setting back: its later writes are the user's
+        if before is None:
+            spark.conf.unset(_WAP_ID)
+        else:
+            spark.conf.set(_WAP_ID, before)
     table = state.factory.load_table()
     found = [s.snapshot_id for s in table.snapshots() if s.summary.get("wap.id") == wap_id]
     if len(found) != 1:
