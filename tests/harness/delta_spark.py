@@ -29,6 +29,7 @@ from airflow_trident.spout.memory import MemoryTransactionalSpout
 from airflow_trident.state.delta import DeltaWriter, delta_state
 from airflow_trident.topology import TridentTopology
 from tests.harness.iceberg_sinks import SENTENCES
+from tests.harness.lakehouse_steps import commit_with_replays, staged
 
 __all__ = [
     "PATH_ENV",
@@ -104,24 +105,9 @@ def _steps(work: Path) -> Any:
     return BatchSteps(topology, store, StagingArea(str(work / "staging"), topology.name))
 
 
-def _staged(steps: Any, run: str) -> tuple[int, Any, Any]:
-    txid = int(steps.begin(run)["txid"])
-    steps.process_local(txid)
-    plan = steps.plan(txid)
-    return txid, plan, steps.staging.verified_manifest(plan.attempt, plan.metas)
-
-
 def scenario_python(spark: Any, work: Path) -> dict[str, Any]:
     steps = _steps(work)
-    for run in ("r1", "r2", "r3"):
-        txid, plan, manifest = _staged(steps, run)
-        if txid == 2:  # the Delta commits land, the compare-and-set does not
-            steps.apply_staged(plan, manifest)
-        steps.commit(txid)
-    for txid in (3, 1):  # replays (processed again) reach the table: it skips them
-        steps.process_local(txid)
-        plan = steps.plan(txid)
-        steps.apply_staged(plan, steps.staging.verified_manifest(plan.attempt, plan.metas))
+    commit_with_replays(steps)
     return {"committed": steps.store.committed_txid(), **_spark_view(spark, os.environ[PATH_ENV])}
 
 
@@ -132,23 +118,23 @@ def scenario_spark(spark: Any, work: Path) -> dict[str, Any]:
     steps = _steps(work)
     applier = SparkBatchApplier(spark, REFERENCE, steps.staging, lambda t: {}, steps.states)
     found: dict[str, Any] = {}
-    txid, _, _ = _staged(steps, "r1")
+    txid, _, _ = staged(steps, "r1")
     steps.commit(txid, applier=applier)
     # txid 2: Spark's writer commits to the table, the compare-and-set is lost; the Python
     # writer's retry
-    txid, plan, manifest = _staged(steps, "r2")
+    txid, plan, manifest = staged(steps, "r2")
     applier.apply_staged(plan, manifest)
     found["after_spark_2"] = _spark_view(spark, os.environ[PATH_ENV])["rows"]
     steps.commit(txid)
     found["after_python_retry_2"] = _spark_view(spark, os.environ[PATH_ENV])["rows"]
     # txid 3: the Python writer commits to the table, the compare-and-set is lost; Spark retries
-    txid, plan, manifest = _staged(steps, "r3")
+    txid, plan, manifest = staged(steps, "r3")
     steps.apply_staged(plan, manifest)
     found["after_python_3"] = _spark_view(spark, os.environ[PATH_ENV])["rows"]
     steps.commit(txid, applier=applier)
     found["after_spark_retry_3"] = _spark_view(spark, os.environ[PATH_ENV])["rows"]
     # txid 4: Spark's data commit lands, the driver dies before the app-level record
-    txid, _, _ = _staged(steps, "r4")
+    txid, _, _ = staged(steps, "r4")
     record = lakehouse.record_app_transaction
 
     def dies(state: Any, txid: int) -> None:

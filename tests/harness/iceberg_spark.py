@@ -31,6 +31,7 @@ from airflow_trident.spout.memory import MemoryTransactionalSpout
 from airflow_trident.state.iceberg import IcebergWriter, iceberg_state
 from airflow_trident.topology import TridentTopology
 from tests.harness.iceberg_sinks import SENTENCES
+from tests.harness.lakehouse_steps import commit_with_replays, staged
 
 __all__ = [
     "REFERENCE",
@@ -130,13 +131,6 @@ def _steps(work: Path) -> Any:
     return BatchSteps(topology, store, staging, states=StateBinding(_state_url()))
 
 
-def _staged(steps: Any, run: str) -> tuple[int, Any, Any]:
-    txid = int(steps.begin(run)["txid"])
-    steps.process_local(txid)
-    plan = steps.plan(txid)
-    return txid, plan, steps.staging.verified_manifest(plan.attempt, plan.metas)
-
-
 def _main_txids(table: Any) -> list[str | None]:
     """The ``trident.txid`` of each snapshot of ``main``'s history, oldest first."""
     txids: list[str | None] = []
@@ -155,15 +149,7 @@ def _pyiceberg_rows() -> int:
 
 def scenario_python(spark: Any, work: Path) -> dict[str, Any]:
     steps = _steps(work)
-    for run in ("r1", "r2", "r3"):
-        txid, plan, manifest = _staged(steps, run)
-        if txid == 2:  # the Iceberg commits land, the compare-and-set does not
-            steps.apply_staged(plan, manifest)
-        steps.commit(txid)
-    for txid in (3, 1):  # replays (processed again) reach the table: it skips them
-        steps.process_local(txid)
-        plan = steps.plan(txid)
-        steps.apply_staged(plan, steps.staging.verified_manifest(plan.attempt, plan.metas))
+    commit_with_replays(steps)
     return {"committed": steps.store.committed_txid(), **_spark_view(spark)}
 
 
@@ -174,24 +160,24 @@ def scenario_spark(spark: Any, work: Path) -> dict[str, Any]:
     steps = _steps(work)
     applier = SparkBatchApplier(spark, REFERENCE, steps.staging, lambda t: {}, steps.states)
     found: dict[str, Any] = {}
-    txid, _, _ = _staged(steps, "r1")
+    txid, _, _ = staged(steps, "r1")
     steps.commit(txid, applier=applier)
     found["after_spark_1"] = _pyiceberg_rows()
     # txid 2: Spark's writer commits to the table, the compare-and-set is lost; the Python
     # writer's retry
-    txid, plan, manifest = _staged(steps, "r2")
+    txid, plan, manifest = staged(steps, "r2")
     applier.apply_staged(plan, manifest)
     found["after_spark_2"] = _pyiceberg_rows()
     steps.commit(txid)
     found["after_python_retry_2"] = _pyiceberg_rows()
     # txid 3: the Python writer commits to the table, the compare-and-set is lost; Spark retries
-    txid, plan, manifest = _staged(steps, "r3")
+    txid, plan, manifest = staged(steps, "r3")
     steps.apply_staged(plan, manifest)
     found["after_python_3"] = _pyiceberg_rows()
     steps.commit(txid, applier=applier)
     found["after_spark_retry_3"] = _pyiceberg_rows()
     # txid 4: Spark's append lands on its branch, the driver dies before publishing it
-    txid, _, _ = _staged(steps, "r4")
+    txid, _, _ = staged(steps, "r4")
     publish = iceberg._publish
 
     def dies(factory: Any, state: Any, staged: int, base: Any, txid: int) -> None:
@@ -211,7 +197,7 @@ def scenario_spark(spark: Any, work: Path) -> dict[str, Any]:
     steps.commit(txid, applier=applier)
     found["after_spark_retry_4"] = _pyiceberg_rows()
     # txid 5: another writer moves main between Spark's append and the publish
-    txid, _, _ = _staged(steps, "r5")
+    txid, _, _ = staged(steps, "r5")
     moved: list[int] = []
 
     def races(factory: Any, state: Any, staged: int, base: Any, txid: int) -> None:

@@ -49,7 +49,7 @@ from urllib.parse import unquote, urlsplit
 
 from airflow_trident.errors import ConfigurationError, StateError
 from airflow_trident.graph import PersistNode
-from airflow_trident.runtime.spark.lakehouse import staged_uri
+from airflow_trident.runtime.spark.lakehouse import staged_partitions
 from airflow_trident.state.binding import StateBinding
 from airflow_trident.state.iceberg import (
     BACKOFF_S,
@@ -217,18 +217,12 @@ def commit_with_spark_iceberg(
 ) -> int:
     """Append every commit partition of staged state ``entry`` that the table does not hold
     yet, each in one Iceberg commit by Spark's writer; return how many were written."""
-    files = entry["files"]
-    count = max(1, len(files))
-    columns = list(node.updater.fields or entry["fields"])
     written = 0
-    for index in range(count):
-        state = states.make_state(node.factory, index, count)
+    for state, rows in staged_partitions(spark, node, entry, states):
         assert isinstance(state, IcebergState)  # iceberg_on_spark checked the factory
-        path = files[index]["path"] if files else None
-        if path is None:  # no rows: nothing to record (as the Python writer)
+        if rows is None:  # no rows: nothing to record (as the Python writer)
             continue
-        frame = spark.read.parquet(staged_uri(path)).select(*columns)
-        written += _append(spark, state, frame, txid)
+        written += _append(spark, state, rows(), txid)
     return written
 
 

@@ -20,7 +20,8 @@ state neither describes is applied by the Spark tasks of
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from functools import partial
 from typing import Any
 
 from airflow_trident.graph import PersistNode
@@ -32,6 +33,7 @@ __all__ = [
     "commit_with_spark_delta",
     "delta_on_spark",
     "spark_writes_delta",
+    "staged_partitions",
     "staged_uri",
 ]
 
@@ -70,24 +72,36 @@ def commit_with_spark_delta(
 ) -> int:
     """Append every commit partition of staged state ``entry`` that the Delta table does not
     hold yet, each in one Delta commit by Spark's writer; return how many were written."""
-    files = entry["files"]
-    count = max(1, len(files))
-    columns = list(node.updater.fields or entry["fields"])
     written = 0
-    for index in range(count):
-        state = states.make_state(node.factory, index, count)
+    for state, rows in staged_partitions(spark, node, entry, states):
         assert isinstance(state, DeltaState)  # delta_on_spark checked the factory
-        path = files[index]["path"] if files else None
         if state.holds(txid):
             # a commit that died before its app-level record: record it now
             if state.written_txid() == txid:
                 record_app_transaction(state, txid)
             continue
-        if path is None:  # no rows: nothing to record (as the Python writer)
+        if rows is None:  # no rows: nothing to record (as the Python writer)
             continue
-        frame = spark.read.parquet(staged_uri(path)).select(*columns)
-        written += _append(state, frame, txid)
+        written += _append(state, rows(), txid)
     return written
+
+
+def staged_partitions(
+    spark: Any, node: PersistNode, entry: Mapping[str, Any], states: StateBinding
+) -> Iterator[tuple[Any, Callable[[], Any] | None]]:
+    """Each commit partition of staged state ``entry``: its state and a reader of its staged
+    rows as a DataFrame of the written fields (``None``: the partition staged no rows)."""
+    files = entry["files"]
+    count = max(1, len(files))
+    columns = list(node.updater.fields or entry["fields"])
+    for index in range(count):
+        state = states.make_state(node.factory, index, count)
+        path = files[index]["path"] if files else None
+        yield state, None if path is None else partial(_read_staged, spark, path, columns)
+
+
+def _read_staged(spark: Any, path: str, columns: list[str]) -> Any:
+    return spark.read.parquet(staged_uri(path)).select(*columns)
 
 
 def _append(state: DeltaState, frame: Any, txid: int) -> int:

@@ -1,0 +1,32 @@
+"""The batch steps both lakehouse scenarios (:mod:`tests.harness.delta_spark`,
+:mod:`tests.harness.iceberg_spark`) drive: a txid begun, processed in process and staged; and the
+Python writer's run with a lost compare-and-set and replays."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["commit_with_replays", "staged"]
+
+
+def staged(steps: Any, run: str) -> tuple[int, Any, Any]:
+    """Begin run ``run``'s txid and process it in process: the txid, its plan and manifest."""
+    txid = int(steps.begin(run)["txid"])
+    steps.process_local(txid)
+    plan = steps.plan(txid)
+    return txid, plan, steps.staging.verified_manifest(plan.attempt, plan.metas)
+
+
+def commit_with_replays(steps: Any) -> None:
+    """Txids 1..3 committed by the Python writer, txid 2's table commits landing without the
+    compare-and-set (then committed again); then txids 3 and 1 processed and applied again,
+    which the table must skip."""
+    for run in ("r1", "r2", "r3"):
+        txid, plan, manifest = staged(steps, run)
+        if txid == 2:  # the table's commits land, the compare-and-set does not
+            steps.apply_staged(plan, manifest)
+        steps.commit(txid)
+    for txid in (3, 1):  # replays (processed again) reach the table: it skips them
+        steps.process_local(txid)
+        plan = steps.plan(txid)
+        steps.apply_staged(plan, steps.staging.verified_manifest(plan.attempt, plan.metas))
