@@ -314,6 +314,11 @@ def iceberg_state(
     )
 
 
+def backoff_s(attempt: int) -> float:
+    """The wait before commit attempt ``attempt + 1`` (doubling from ``BACKOFF_S``, jittered)."""
+    return min(BACKOFF_S[0] * 2**attempt, BACKOFF_S[1]) * random.uniform(0.5, 1.5)
+
+
 def no_rebase_transaction(table: Any) -> Any:
     """A pyiceberg transaction whose commit is not rebased on a concurrent one: a conflict
     raises ``CommitFailedException`` and the sink starts over (checking its txid again)."""
@@ -407,7 +412,7 @@ class IcebergState:
                 self._write(table, data, txid)
                 return
             except CommitFailedException as exc:  # another writer won: back off, look again
-                wait = min(BACKOFF_S[0] * 2**attempt, BACKOFF_S[1]) * random.uniform(0.5, 1.5)
+                wait = backoff_s(attempt)
                 log.info(
                     "iceberg table %s: txid %d partition %d: commit conflict (%s); retrying in "
                     "%.2f s", self.factory.table, txid, self.index, exc, wait,
@@ -419,12 +424,16 @@ class IcebergState:
                 if self._landed(txid):
                     return
                 raise
+        raise self.lost_races(txid)
+
+    def lost_races(self, txid: int) -> StateError:
+        """The error of a commit of ``txid`` that lost to concurrent writers every time."""
         msg = (
             f"iceberg table {self.factory.table!r}: txid {txid} partition {self.index}: the "
             f"commit lost to concurrent writers {RETRIES} times; nothing of this partition was "
             f"written; hint: retry the commit"
         )
-        raise StateError(msg)
+        return StateError(msg)
 
     # -- helpers --------------------------------------------------------------------------
     def _flush_rows(self) -> None:

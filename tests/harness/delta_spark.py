@@ -29,7 +29,7 @@ from airflow_trident.spout.memory import MemoryTransactionalSpout
 from airflow_trident.state.delta import DeltaWriter, delta_state
 from airflow_trident.topology import TridentTopology
 from tests.harness.iceberg_sinks import SENTENCES
-from tests.harness.lakehouse_steps import commit_with_replays, staged
+from tests.harness.lakehouse_steps import commit_with_replays, crash_once, staged
 
 __all__ = [
     "PATH_ENV",
@@ -135,19 +135,12 @@ def scenario_spark(spark: Any, work: Path) -> dict[str, Any]:
     found["after_spark_retry_3"] = _spark_view(spark, os.environ[PATH_ENV])["rows"]
     # txid 4: Spark's data commit lands, the driver dies before the app-level record
     txid, _, _ = staged(steps, "r4")
-    record = lakehouse.record_app_transaction
-
-    def dies(state: Any, txid: int) -> None:
-        lakehouse.record_app_transaction = record
-        msg = "injected: the driver died before the app-level record"
-        raise RuntimeError(msg)
-
-    lakehouse.record_app_transaction = dies
-    try:
-        steps.commit(txid, applier=applier)
-        found["crash"] = "none"
-    except Exception as exc:
-        found["crash"] = str(exc)[:300]
+    found["crash"] = crash_once(
+        lakehouse,
+        "record_app_transaction",
+        "injected: the driver died before the app-level record",
+        lambda: steps.commit(txid, applier=applier),
+    )
     from deltalake import DeltaTable
 
     table = DeltaTable(os.environ[PATH_ENV])

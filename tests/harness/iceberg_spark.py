@@ -31,7 +31,7 @@ from airflow_trident.spout.memory import MemoryTransactionalSpout
 from airflow_trident.state.iceberg import IcebergWriter, iceberg_state
 from airflow_trident.topology import TridentTopology
 from tests.harness.iceberg_sinks import SENTENCES
-from tests.harness.lakehouse_steps import commit_with_replays, staged
+from tests.harness.lakehouse_steps import commit_with_replays, crash_once, staged
 
 __all__ = [
     "REFERENCE",
@@ -179,18 +179,10 @@ def scenario_spark(spark: Any, work: Path) -> dict[str, Any]:
     # txid 4: Spark's append lands on its branch, the driver dies before publishing it
     txid, _, _ = staged(steps, "r4")
     publish = iceberg._publish
-
-    def dies(factory: Any, state: Any, staged: int, base: Any, txid: int) -> None:
-        iceberg._publish = publish
-        msg = "injected: the driver died between Spark's append and its publish"
-        raise RuntimeError(msg)
-
-    iceberg._publish = dies
-    try:
-        steps.commit(txid, applier=applier)
-        found["crash"] = "none"
-    except Exception as exc:
-        found["crash"] = str(exc)[:300]
+    found["crash"] = crash_once(
+        iceberg, "_publish", "injected: the driver died between Spark's append and its publish",
+        lambda: steps.commit(txid, applier=applier),
+    )
     table = _factory().load_table()
     found["refs_after_crash"] = sorted(table.metadata.refs)
     found["after_crash_4"] = _pyiceberg_rows()

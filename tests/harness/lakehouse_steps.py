@@ -4,9 +4,10 @@ Python writer's run with a lost compare-and-set and replays."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-__all__ = ["commit_with_replays", "staged"]
+__all__ = ["commit_with_replays", "crash_once", "staged"]
 
 
 def staged(steps: Any, run: str) -> tuple[int, Any, Any]:
@@ -30,3 +31,22 @@ def commit_with_replays(steps: Any) -> None:
         steps.process_local(txid)
         plan = steps.plan(txid)
         steps.apply_staged(plan, steps.staging.verified_manifest(plan.attempt, plan.metas))
+
+
+def crash_once(module: Any, name: str, message: str, commit: Callable[[], Any]) -> str:
+    """Run ``commit`` with ``module.name`` raising ``RuntimeError(message)`` at its first call
+    (then restored); return the commit's error text (``"none"``: it did not fail)."""
+    real = getattr(module, name)
+
+    def dies(*args: Any) -> None:
+        setattr(module, name, real)
+        raise RuntimeError(message)
+
+    setattr(module, name, dies)
+    try:
+        commit()
+    except Exception as exc:
+        return str(exc)[:300]
+    finally:
+        setattr(module, name, real)
+    return "none"

@@ -40,7 +40,6 @@ tasks of :class:`~airflow_trident.runtime.spark.commit.SparkBatchApplier` with t
 from __future__ import annotations
 
 import logging
-import random
 import time
 import uuid
 from collections.abc import Mapping
@@ -52,11 +51,11 @@ from airflow_trident.graph import PersistNode
 from airflow_trident.runtime.spark.lakehouse import staged_partitions
 from airflow_trident.state.binding import StateBinding
 from airflow_trident.state.iceberg import (
-    BACKOFF_S,
     RETRIES,
     IcebergState,
     IcebergStateFactory,
     IcebergWriter,
+    backoff_s,
     no_rebase_transaction,
 )
 from airflow_trident.state.iceberg_catalog import redacted
@@ -250,7 +249,7 @@ def _append(spark: Any, state: IcebergState, frame: Any, txid: int) -> int:
         try:
             _publish(factory, state, staged, base_id, txid)
         except CommitFailedException as exc:  # main moved: look again, as the Python writer
-            wait = min(BACKOFF_S[0] * 2**attempt, BACKOFF_S[1]) * random.uniform(0.5, 1.5)
+            wait = backoff_s(attempt)
             log.info(
                 "iceberg table %s: txid %d partition %d: main moved during Spark's append (%s); "
                 "retrying in %.2f s", factory.table, txid, state.index, exc, wait,
@@ -262,12 +261,7 @@ def _append(spark: Any, state: IcebergState, frame: Any, txid: int) -> int:
             "(snapshot %d)", factory.table, txid, state.index, state.count, staged,
         )  # fmt: skip
         return 1
-    msg = (
-        f"iceberg table {factory.table!r}: txid {txid} partition {state.index}: the commit "
-        f"lost to concurrent writers {RETRIES} times; nothing of this partition was written; "
-        f"hint: retry the commit"
-    )
-    raise StateError(msg)
+    raise state.lost_races(txid)
 
 
 def _enable_staging(table: Any) -> None:
