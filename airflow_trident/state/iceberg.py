@@ -316,7 +316,7 @@ def iceberg_state(
 
 def backoff_s(attempt: int) -> float:
     """The wait before commit attempt ``attempt + 1`` (doubling from ``BACKOFF_S``, jittered)."""
-    return min(BACKOFF_S[0] * 2**attempt, BACKOFF_S[1]) * random.uniform(0.5, 1.5)
+    return float(min(BACKOFF_S[0] * 2**attempt, BACKOFF_S[1]) * random.uniform(0.5, 1.5))
 
 
 def no_rebase_transaction(table: Any) -> Any:
