@@ -29,18 +29,26 @@ if [ ! -x "$PY" ]; then
     python3 -m venv .venv
 fi
 
+# The Debian packages of the needs, in the background while uv installs (one apt-get at a time:
+# the dpkg lock; waited for before this script ends, so services.sh's own apt-get comes after).
+debs=()
 for need in "$@" ${TRIDENT_NEEDS:-}; do
     case "$need" in
         browser) # the browser tests (tests/browser) drive Debian's Chromium through its chromedriver
             if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
-                apt_install chromium chromium-driver
+                debs+=(chromium chromium-driver)
             fi ;;
         jdbc) ;; # was Debian's libpostgresql-jdbc-java: now org.postgresql:postgresql (jvm/pom.xml)
         redis) # the Celery cluster test (tests/cluster/test_celery.py) uses Redis as its broker
-            command -v redis-server >/dev/null || apt_install redis-server ;;
+            command -v redis-server >/dev/null || debs+=(redis-server) ;;
         *) log "unknown need '$need' (browser, redis)"; exit 2 ;;
     esac
 done
+apt_pid=
+if [ ${#debs[@]} -gt 0 ]; then
+    apt_install "${debs[@]}" &
+    apt_pid=$!
+fi
 
 # Parallel runs (test.sh, main.sh, helpers) share .venv: one installs, the others wait for it.
 exec 9>.venv/.bootstrap.lock
@@ -50,8 +58,15 @@ flock 9
 # no-op after (a stamp of the pom's hash). Spark's (its Kafka connector, PostgreSQL's JDBC
 # driver) here; the Kafka broker's when `services.sh start kafka` starts it. Maven from Debian
 # if missing; Java 17 is Spark's and the broker's.
+[ -z "$apt_pid" ] || command -v mvn >/dev/null || { wait "$apt_pid"; apt_pid=; }
 command -v mvn >/dev/null || apt_install maven
-bash scripts/jars.sh spark &
+# the broker's jars too when services.sh will start Kafka (every service unless TRIDENT_SERVICES
+# names some): resolved here beside uv instead of at the broker's start (18 s from a fresh clone)
+groups=(spark)
+if [ -z "${TRIDENT_SERVICES:-}" ] || [[ " $TRIDENT_SERVICES " == *" kafka "* ]]; then
+    groups+=(kafka)
+fi
+bash scripts/jars.sh "${groups[@]}" &
 jars_pid=$!
 
 # uv installs the same pins as pip, ~4x faster on a cold cache (docs/testing.md, "Set-up")
@@ -112,5 +127,8 @@ if [ "$have" != "$PYSPARK_VERSION" ]; then
     have="$("$PY" -c 'import pyspark; print(pyspark.__version__)')"
     [ "$have" = "$PYSPARK_VERSION" ] || { log "ERROR: pyspark is still $have"; exit 1; }
 fi
-wait "$jars_pid" || { log "ERROR: scripts/jars.sh spark failed (its lines above)"; exit 1; }
+wait "$jars_pid" || { log "ERROR: scripts/jars.sh ${groups[*]} failed (its lines above)"; exit 1; }
+if [ -n "$apt_pid" ]; then
+    wait "$apt_pid" || { log "ERROR: apt-get install ${debs[*]} failed"; exit 1; }
+fi
 log "ok (pyspark $have)"

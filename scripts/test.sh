@@ -27,30 +27,50 @@ checks() { # the type check and the import contracts (one mypy run: both trees s
     return $rc
 }
 if [ -d airflow_trident ] || [ -d tests ]; then step .venv/bin/ruff check .; fi
-# pytest in two parts (docs/testing.md, "Tiers"): every test but the real-scheduler fault run on
-# three pytest-xdist workers (a test file stays on one worker, in order; the workers share one
-# Spark Connect server): on 2 cores, a third worker fills the time the others wait on Airflow's
-# loop, JVM starts and subprocesses. Then the fault run (marker solo) with nothing beside it but
-# the type check and the import contracts: its stall verdicts wait on time.
+# pytest in two parts (docs/testing.md, "Tiers"): every test but the real-scheduler fault run
+# and the in-process tests marked `beside` on three pytest-xdist workers (a test file stays on
+# one worker, in order; the workers share one Spark Connect server): on 2 cores, a third worker
+# fills the time the others wait on Airflow's loop, JVM starts and subprocesses. Then the fault
+# run (marker solo) with light work beside it: the type check and the import contracts, and the
+# `beside` tests on one worker (a PostgreSQL database of its own; they mostly wait on Kafka and
+# ZooKeeper, ~80 s of CPU in ~3 minutes). The fault run's stall verdicts wait on time, so
+# nothing that keeps a core busy for long runs beside it.
+beside_log=$(mktemp)
+beside() {
+    local rc=0
+    .venv/bin/pytest -q -p no:cacheprovider -n 1 -m "beside and not solo" --durations=10 "$@" ||
+        rc=$?
+    [ $rc -ne 5 ] || rc=0
+    return $rc
+}
 checks_log=$(mktemp)
 if [ -d tests ]; then
-    step .venv/bin/pytest -q -p no:cacheprovider -n 3 --dist loadfile -m "not solo" \
+    step .venv/bin/pytest -q -p no:cacheprovider -n 3 --dist loadfile -m "not solo and not beside" \
         --durations=30 "$@"
-    checks_t0=$SECONDS
-    checks >"$checks_log" 2>&1 &
-    checks_pid=$!
+fi
+side_t0=$SECONDS
+checks >"$checks_log" 2>&1 &
+checks_pid=$!
+beside_pid=
+if [ -d tests ]; then
+    beside "$@" >"$beside_log" 2>&1 &
+    beside_pid=$!
     step .venv/bin/pytest -q -p no:cacheprovider -m "e2e and solo" --durations=20 "$@"
-else
-    checks_t0=$SECONDS
-    checks >"$checks_log" 2>&1 &
-    checks_pid=$!
 fi
 checks_rc=0
 wait "$checks_pid" || checks_rc=$?
 echo "[test] mypy --strict + lint-imports (beside the fault run):" >&2
 cat "$checks_log" >&2
-rm -f "$checks_log"
-echo "[test] checks: exit $checks_rc after $((SECONDS - checks_t0)) s" >&2
+echo "[test] checks: exit $checks_rc after $((SECONDS - side_t0)) s" >&2
 [ $checks_rc -eq 0 ] || failed+=("mypy/lint-imports")
+if [ -n "$beside_pid" ]; then
+    beside_rc=0
+    wait "$beside_pid" || beside_rc=$?
+    echo "[test] pytest -m beside (beside the fault run):" >&2
+    cat "$beside_log" >&2
+    echo "[test] pytest -m beside: exit $beside_rc after $((SECONDS - side_t0)) s" >&2
+    [ $beside_rc -eq 0 ] || failed+=("pytest -m beside")
+fi
+rm -f "$checks_log" "$beside_log"
 if [ ${#failed[@]} -gt 0 ]; then echo "[test] FAILED: ${failed[*]}" >&2; exit 1; fi
 echo "[test] all passed" >&2

@@ -145,11 +145,31 @@ def _in_long_params(item: pytest.Item) -> bool:
     )
 
 
+# -- Beside the fault run: in-process tests of the states, the coordinator, DRPC, the sensors and
+#    the spouts (no Spark session, no Airflow subprocess, no verdict that waits on time) carry the
+#    marker ``beside``. scripts/test.sh runs them after the type check on the core the
+#    real-scheduler fault run leaves idle, instead of on the three workers that keep both busy.
+_BESIDE_THE_FAULT_RUN = (
+    "tests/state/", "tests/coordination/", "tests/drpc/", "tests/sensors/", "tests/spout/",
+)  # fmt: skip
+_NOT_BESIDE = (
+    "tests/state/test_delta_connection.py",  # Airflow CLI subprocesses
+    "tests/spout/test_database_table_changes.py",  # the shared Spark session
+)
+
+
+def _beside_the_fault_run(item: pytest.Item) -> bool:
+    nodeid = item.nodeid
+    return nodeid.startswith(_BESIDE_THE_FAULT_RUN) and not nodeid.startswith(_NOT_BESIDE)
+
+
 @pytest.hookimpl(tryfirst=True)  # before ``-m`` selects by marker
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if _in_long_params(item):
             item.add_marker(pytest.mark.long)
+        if _beside_the_fault_run(item):
+            item.add_marker(pytest.mark.beside)
     for marker, (flag, command) in _GATES.items():
         if os.environ.get(flag) == "1":
             continue

@@ -259,13 +259,18 @@ class Run:
 
 
 def _shape_cases() -> list[Any]:
-    """Every sink and mode; the Spark runtime on Iceberg with a PostgreSQL catalog is the long
-    tier's (the test command runs both Spark commit modes' shape checks on Iceberg/SQLite and
-    Delta, and the PostgreSQL catalog in process)."""
+    """Every sink and mode; the test command runs each Spark commit mode on one format and each
+    format in one Spark commit mode (Iceberg/SQLite by Spark's commit, Delta by the worker's),
+    and every sink in process; the other Spark cases (the PostgreSQL catalog's too) are the long
+    tier's."""
+    in_command = {
+        (("iceberg", "sqlite"), "spark_commit"),
+        (("delta", "sqlite"), "spark_worker_commit"),
+    }
     cases = []
     for s in SINKS:
         for mode in MODES:
-            long = mode != "local" and s == ("iceberg", "postgresql")
+            long = mode != "local" and (s, mode) not in in_command
             marks = [pytest.mark.long] if long else []
             cases.append(pytest.param(s, mode, marks=marks, id=f"{'-'.join(s)}-{mode}"))
     return cases

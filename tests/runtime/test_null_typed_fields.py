@@ -34,6 +34,15 @@ pytestmark = pytest.mark.integration
 REFERENCE = "tests.runtime.null_typed_topologies:events"
 
 
+# PostgreSQL state through Spark's two commit modes is the long tier's here: the test command
+# runs them on SQLite in this file, PostgreSQL in process here, and PostgreSQL through Spark's
+# commits in tests/runtime/test_spark_commit.py and the compact layout's DAG runs
+LONG_PARAMS = [
+    {"state_url": "postgresql", "mode": "spark_worker_commit"},
+    {"state_url": "postgresql", "mode": "spark_commit"},
+]
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def state_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "postgresql":

@@ -36,8 +36,14 @@ def assert_exactly_once(report: ScheduleReport, batches: int) -> None:
 
 @pytest.mark.parametrize(
     "combo",
-    # tx-opaque's rules are those of the other two, mixed: its own tier (TRIDENT_LONG=1)
-    ["tx-tx", pytest.param("tx-opaque", marks=pytest.mark.long), "opaque-opaque"],
+    # tx-opaque's rules are those of the other two, mixed: its own tier (TRIDENT_LONG=1); tx-tx
+    # too, the transactional rules staying in the command through the source- and Kafka-chaos
+    # schedules' transactional runs (tests/testing/test_source_chaos.py, test_kafka_chaos.py)
+    [
+        pytest.param("tx-tx", marks=pytest.mark.long),
+        pytest.param("tx-opaque", marks=pytest.mark.long),
+        "opaque-opaque",
+    ],
 )
 def test_a_short_schedule_ends_equal_to_the_reference(
     combo: str, zk_hosts: str, tmp_path: Path

@@ -34,8 +34,10 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 # the second seed of the in-process schedules is the long tier's (the first runs every mode and
-# backend in the test command)
-LONG_PARAMS = [{"seed": 12}]
+# backend in the test command), and the opaque schedule on PostgreSQL (the command runs it on
+# SQLite, and the transactional one on both)
+LONG_PARAMS = [{"seed": 12}, {"url": "postgresql", "mode": "opaque", "seed": 11}]
+
 
 @pytest.mark.parametrize("mode", ["transactional", "opaque"])
 @pytest.mark.parametrize("seed", [11, 12])
