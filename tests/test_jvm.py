@@ -73,9 +73,12 @@ def test_each_profile_is_a_group_of_the_script_and_the_harness() -> None:
     script = (ROOT / "scripts" / "jars.sh").read_text()
     assert sorted(_profiles()) == sorted(GROUPS)
     assert "spark|kafka|delta|iceberg) resolve" in script
-    # bootstrap resolves Spark's connectors (every command), services.sh the broker's jars
-    # wherever it starts the broker (the test command, the tiers; not the main job)
-    assert "bash scripts/jars.sh spark &" in (ROOT / "scripts" / "bootstrap.sh").read_text()
+    # bootstrap resolves Spark's connectors (every command) and, beside uv, the broker's jars
+    # when services.sh will start the broker (the test command, the tiers; not the main job);
+    # services.sh resolves them itself wherever it starts the broker without them
+    bootstrap = (ROOT / "scripts" / "bootstrap.sh").read_text()
+    assert "groups=(spark)" in bootstrap and "groups+=(kafka)" in bootstrap
+    assert 'bash scripts/jars.sh "${groups[@]}" &' in bootstrap
     services = (ROOT / "scripts" / "services.sh").read_text()
     assert 'bash "$ROOT/scripts/jars.sh" kafka' in services.partition("kafka_start() {")[2]
 
