@@ -35,7 +35,6 @@ if [ -d airflow_trident ] || [ -d tests ]; then step .venv/bin/ruff check .; fi
 # `beside` tests on one worker (a PostgreSQL database of its own; they mostly wait on Kafka and
 # ZooKeeper, ~80 s of CPU in ~3 minutes). The fault run's stall verdicts wait on time, so
 # nothing that keeps a core busy for long runs beside it.
-beside_log=$(mktemp)
 beside() {
     local rc=0
     .venv/bin/pytest -q -p no:cacheprovider -n 1 -m "beside and not solo" --durations=10 "$@" ||
@@ -43,34 +42,35 @@ beside() {
     [ $rc -ne 5 ] || rc=0
     return $rc
 }
-checks_log=$(mktemp)
+# aside NAME CMD...: CMD in the background, its output kept for `joined NAME`, which waits for it
+# and prints its output, its exit code and its own time
+declare -A aside_pid aside_log
+aside() {
+    local name=$1
+    shift
+    aside_log[$name]=$(mktemp)
+    (t0=$SECONDS rc=0; "$@" || rc=$?; echo "[test] $name: exit $rc after $((SECONDS - t0)) s"
+     exit $rc) >"${aside_log[$name]}" 2>&1 &
+    aside_pid[$name]=$!
+}
+joined() {
+    local rc=0
+    wait "${aside_pid[$1]}" || rc=$?
+    echo "[test] $1 (beside the fault run):" >&2
+    cat "${aside_log[$1]}" >&2
+    rm -f "${aside_log[$1]}"
+    [ $rc -eq 0 ] || failed+=("$1")
+}
 if [ -d tests ]; then
     step .venv/bin/pytest -q -p no:cacheprovider -n 3 --dist loadfile -m "not solo and not beside" \
         --durations=30 "$@"
 fi
-side_t0=$SECONDS
-checks >"$checks_log" 2>&1 &
-checks_pid=$!
-beside_pid=
+aside "mypy/lint-imports" checks
 if [ -d tests ]; then
-    beside "$@" >"$beside_log" 2>&1 &
-    beside_pid=$!
+    aside "pytest -m beside" beside "$@"
     step .venv/bin/pytest -q -p no:cacheprovider -m "e2e and solo" --durations=20 "$@"
+    joined "pytest -m beside"
 fi
-checks_rc=0
-wait "$checks_pid" || checks_rc=$?
-echo "[test] mypy --strict + lint-imports (beside the fault run):" >&2
-cat "$checks_log" >&2
-echo "[test] checks: exit $checks_rc after $((SECONDS - side_t0)) s" >&2
-[ $checks_rc -eq 0 ] || failed+=("mypy/lint-imports")
-if [ -n "$beside_pid" ]; then
-    beside_rc=0
-    wait "$beside_pid" || beside_rc=$?
-    echo "[test] pytest -m beside (beside the fault run):" >&2
-    cat "$beside_log" >&2
-    echo "[test] pytest -m beside: exit $beside_rc after $((SECONDS - side_t0)) s" >&2
-    [ $beside_rc -eq 0 ] || failed+=("pytest -m beside")
-fi
-rm -f "$checks_log" "$beside_log"
+joined "mypy/lint-imports"
 if [ ${#failed[@]} -gt 0 ]; then echo "[test] FAILED: ${failed[*]}" >&2; exit 1; fi
 echo "[test] all passed" >&2
