@@ -77,7 +77,8 @@ def test_each_profile_is_a_group_of_the_script_and_the_harness() -> None:
     # when services.sh will start the broker (the test command, the tiers; not the main job);
     # services.sh resolves them itself wherever it starts the broker without them
     bootstrap = (ROOT / "scripts" / "bootstrap.sh").read_text()
-    assert "groups=(spark)" in bootstrap and "groups+=(kafka)" in bootstrap
+    assert "groups=(spark)" in bootstrap
+    assert "groups+=(kafka)" in bootstrap
     assert 'bash scripts/jars.sh "${groups[@]}" &' in bootstrap
     services = (ROOT / "scripts" / "services.sh").read_text()
     assert 'bash "$ROOT/scripts/jars.sh" kafka' in services.partition("kafka_start() {")[2]
