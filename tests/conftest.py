@@ -147,7 +147,7 @@ def _in_long_params(item: pytest.Item) -> bool:
 
 # -- Beside the fault run: in-process tests of the states, the coordinator, DRPC, the sensors and
 #    the spouts (no Spark session, no Airflow subprocess, no verdict that waits on time) carry the
-#    marker ``beside``. scripts/test.sh runs them after the type check on the core the
+#    marker ``beside``. scripts/test.sh runs them, with the type check, on the core the
 #    real-scheduler fault run leaves idle, instead of on the three workers that keep both busy.
 _BESIDE_THE_FAULT_RUN = (
     "tests/state/", "tests/coordination/", "tests/drpc/", "tests/sensors/", "tests/spout/",
