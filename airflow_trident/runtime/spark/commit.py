@@ -51,6 +51,7 @@ from airflow_trident.runtime.spark.lakehouse import (
     spark_writes_delta,
 )
 from airflow_trident.runtime.spark.python_ops import batch_failure, failure_text
+from airflow_trident.runtime.spark.settle import settled_job
 from airflow_trident.runtime.staging import StagingArea
 from airflow_trident.state.binding import StateBinding
 
@@ -219,7 +220,8 @@ class SparkBatchApplier:
         )
         frame = self.spark.range(0, len(tasks), 1, len(tasks)).mapInArrow(apply, _DDL)
         try:
-            results = frame.collect()
+            with settled_job(self.spark, f"trident {self.topology}: commit txid {plan.txid}"):
+                results = frame.collect()
         except Exception as exc:
             raise _commit_failure(exc, plan.txid) from exc
         return {**self._new_values(tasks, results, wanted), **lake_values}
