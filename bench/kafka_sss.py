@@ -389,7 +389,8 @@ def main() -> int:
                     for side in sides[shift:] + sides[:shift]:  # each side goes first in turn
                         if side == "ours":
                             elapsed, spent = runners["ours"].batch(f"bench-ksss-{index}")
-                            line.append(f"ours {elapsed:.2f} s")
+                            big = ", ".join(f"{k} {v:.1f}" for k, v in spent.items() if v >= 0.5)
+                            line.append(f"ours {elapsed:.2f} s ({big})")
                             if r:
                                 for name, value in spent.items():
                                     phases[name].append(value)
