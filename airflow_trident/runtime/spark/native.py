@@ -36,6 +36,7 @@ from pyspark.sql import types as T
 
 from airflow_trident.errors import ConfigurationError, MalformedRecordError, TridentError
 from airflow_trident.runtime.spark.python_ops import failure_text
+from airflow_trident.runtime.spark.session import is_connect
 from airflow_trident.spout.kafka_records import KafkaRange, KafkaReadSpec
 from airflow_trident.spout.ranges import LineParse, PartitionRows, ReadSpec, SourceRange
 
@@ -277,7 +278,7 @@ def _with_driver(spark: SparkSession, driver: str, jar: str) -> None:
     A Spark Connect client cannot ask the server's JVM: it adds the jar when the file is here
     (a server on this machine), else relies on the server's own ``spark.jars`` (its ``--jars``
     at start), whose lack Spark reports as "No suitable driver"."""
-    if not _remote(spark):  # classic: ask the driver JVM
+    if not is_connect(spark):  # classic: ask the driver JVM
         jvm = spark.sparkContext._jvm
         if jvm is not None and jvm.org.apache.spark.util.Utils.classIsLoadable(driver):
             return
@@ -293,10 +294,6 @@ def _with_driver(spark: SparkSession, driver: str, jar: str) -> None:
         )
         raise ConfigurationError(msg)
     spark.sql(f"ADD JAR '{jar}'")
-
-
-def _remote(spark: SparkSession) -> bool:
-    return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
 def _malformed(where: str) -> Column:

@@ -26,6 +26,7 @@ from airflow_trident.errors import ConfigurationError
 
 __all__ = [
     "check_pyspark_files",
+    "is_connect",
     "local_session",
     "remote_session",
     "shared_session_id",
@@ -60,6 +61,15 @@ def check_pyspark_files() -> None:
             f"them; hint: pip install --force-reinstall --no-deps pyspark=={distribution}"
         )
         raise ConfigurationError(msg)
+
+
+def is_connect(spark: object) -> bool:
+    """Whether ``spark`` is a Spark Connect client's session (no ``SparkContext``, no JVM).
+
+    >>> is_connect(object())
+    False
+    """
+    return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
 def local_session(

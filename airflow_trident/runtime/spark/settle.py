@@ -26,6 +26,8 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+from airflow_trident.runtime.spark.session import is_connect
+
 log = logging.getLogger(__name__)
 
 #: How long a failed job's tasks may take to end before the error goes on anyway (seconds).
@@ -49,7 +51,7 @@ def settled_job(spark: Any, description: str) -> contextlib.AbstractContextManag
 
 
 def _classic_context(spark: Any) -> Any | None:
-    if type(spark).__module__.startswith("pyspark.sql.connect"):
+    if is_connect(spark):
         return None
     context = getattr(spark, "sparkContext", None)
     return context if hasattr(context, "statusTracker") else None
@@ -74,8 +76,8 @@ def _settled(sc: Any, description: str) -> Iterator[None]:
 def _wait_for_tasks(sc: Any, group: str, description: str) -> None:
     """Until the group's jobs are over and none of their stages runs a task (bounded)."""
     tracker = sc.statusTracker()
-    deadline = time.monotonic() + SETTLE_TIMEOUT_S
     started = time.monotonic()
+    deadline = started + SETTLE_TIMEOUT_S
     while (running := _running_tasks(tracker, group)) and time.monotonic() < deadline:
         time.sleep(_POLL_S)
     waited = time.monotonic() - started
@@ -97,7 +99,7 @@ def _running_tasks(tracker: Any, group: str) -> int:
         job = tracker.getJobInfo(job_id)
         if job is None:
             continue
-        if job.status == "RUNNING" or job.status == "UNKNOWN":
+        if job.status in ("RUNNING", "UNKNOWN"):
             running += 1
         for stage_id in job.stageIds:
             stage = tracker.getStageInfo(stage_id)
