@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
+import subprocess
 import sys
 import tempfile
 import uuid
@@ -204,6 +206,7 @@ def _database_of_this_worker() -> None:
 # the directory of the run's one Spark Connect server under pytest-xdist: made by the controller
 # before its workers start (they inherit it), the server stopped at the controller's end
 _SHARED_CONNECT = "TRIDENT_TEST_SHARED_CONNECT"
+_TRAINING: list[subprocess.Popen[bytes]] = []  # the class archive's, started by this process
 
 
 def _controller_of_workers(config: pytest.Config) -> bool:
@@ -214,10 +217,17 @@ def _controller_of_workers(config: pytest.Config) -> bool:
 def pytest_configure(config: pytest.Config) -> None:
     _database_of_this_worker()
     # every JVM spark-submit starts for a test (the shared local session, the DAG runs' Spark
-    # jobs, Connect servers): its JIT C1 only (tests/harness/jvm.py)
-    from tests.harness.jvm import QUICK_JIT
+    # jobs, Connect servers): its JIT C1 only (tests/harness/jvm.py) and Spark's classes mapped
+    # from a CDS archive (tests/harness/class_archive.py), made in the background by the first
+    # pytest process of a checkout (xdist's workers inherit the controller's options)
+    if "SPARK_SUBMIT_OPTS" not in os.environ:
+        from tests.harness.class_archive import archive_options, archive_path, start_training
+        from tests.harness.jvm import QUICK_JIT
 
-    os.environ.setdefault("SPARK_SUBMIT_OPTS", QUICK_JIT)
+        archive = archive_path()
+        if archive is not None:
+            _TRAINING.extend(filter(None, [start_training(archive, jvm_options=QUICK_JIT)]))
+        os.environ["SPARK_SUBMIT_OPTS"] = f"{QUICK_JIT} {archive_options(archive)}".strip()
     if _controller_of_workers(config):
         os.environ[_SHARED_CONNECT] = tempfile.mkdtemp(prefix="trident-connect-")
     # pyspark 4.3 warns about pandas 3 on every Arrow UDF; the runtime does not use pandas
@@ -268,6 +278,11 @@ def spark() -> Iterator[Any]:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    for training in _TRAINING:  # the class archive's training run ends before pytest does
+        try:
+            training.wait(timeout=600)
+        except subprocess.TimeoutExpired:
+            os.killpg(training.pid, signal.SIGKILL)
     shared = os.environ.get(_SHARED_CONNECT)
     if shared and _controller_of_workers(config):
         from tests.harness.connect import stop_shared_connect_server

@@ -123,3 +123,41 @@ def test_a_second_run_is_a_no_op_without_maven(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "spark: up to date" in done.stderr
     assert listed.split(",") == jars("spark")
+
+
+@pytest.mark.timeout(900)  # the archive's training run, when this test makes it: ~60 s of CPU
+def test_the_tests_spark_jvms_map_spark_classes_from_the_class_archive(tmp_path: Path) -> None:
+    """The options the tests' JVMs get (``SPARK_SUBMIT_OPTS``, tests/conftest.py) map Spark's
+    classes from the checkout's CDS archive: a ``spark-submit`` loads a class of Spark's SQL
+    from the archive's top layer, not from its jar."""
+    import os
+    import sys
+
+    from tests.harness.class_archive import archive_options, archive_path, ensure_class_archive
+    from tests.harness.jvm import QUICK_JIT
+
+    archive = archive_path()
+    if archive is None:
+        pytest.skip("no Java or no PySpark")
+    assert ensure_class_archive(archive, jvm_options=QUICK_JIT), archive.with_suffix(".failed")
+    assert archive_options(archive) in os.environ["SPARK_SUBMIT_OPTS"]
+    app = tmp_path / "app.py"
+    app.write_text(
+        "from pyspark.sql import SparkSession\n"
+        "s = SparkSession.builder.getOrCreate()\n"
+        "assert s.range(3).count() == 3\n"
+        "s.stop()\n"
+    )
+    opts = f"{os.environ['SPARK_SUBMIT_OPTS']} -Xlog:class+load=info:file={tmp_path / 'load.log'}"
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[1]", str(app)],
+        env={**os.environ, "SPARK_SUBMIT_OPTS": opts, "PYSPARK_PYTHON": sys.executable},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    loads = (tmp_path / "load.log").read_text()
+    line = next(x for x in loads.splitlines() if "org.apache.spark.sql.SparkSession " in x)
+    assert "shared objects file (top)" in line, line
