@@ -188,8 +188,23 @@ def prepare_airflow_home(
     if migrate and home.metadata_db.exists():
         _migrate(home, timeout_s)
     elif migrate:
-        shutil.copyfile(_migrated_template(timeout_s), home.metadata_db)
+        template = _migrated_template(timeout_s)
+        shutil.copyfile(template.metadata_db, home.metadata_db)
+        _copy_config(template, home)
     return home
+
+
+def _copy_config(template: AirflowHome, home: AirflowHome) -> None:
+    """The template's ``airflow.cfg`` (Airflow's defaults, written by its migration, with the
+    secrets it generated: the Fernet key, the API's keys) with its paths made this home's,
+    unless the home has one. Without it, processes started at once (a scheduler's components)
+    would each write their own, each with another Fernet key."""
+    config = home.path / "airflow.cfg"
+    if config.exists():
+        return
+    text = (template.path / "airflow.cfg").read_text()
+    config.write_text(text.replace(str(template.path), str(home.path)))
+    config.chmod(0o600)
 
 
 def _migrate(home: AirflowHome, timeout_s: float) -> None:
@@ -201,19 +216,19 @@ def _migrate(home: AirflowHome, timeout_s: float) -> None:
 
 
 _template_lock = threading.Lock()
-_template: list[Path] = []
+_template: list[AirflowHome] = []
 
 
-def _migrated_template(timeout_s: float) -> Path:
-    """This process's migrated SQLite metadata database (made by its first call, removed at
-    exit): every migration of a new home gives the same file, so one is made and copied."""
+def _migrated_template(timeout_s: float) -> AirflowHome:
+    """This process's migrated home (made by its first call, removed at exit): every migration
+    of a new home gives the same database file, so one is made and copied."""
     with _template_lock:
         if not _template:
             root = Path(tempfile.mkdtemp(prefix="trident-airflow-db-"))
             atexit.register(shutil.rmtree, root, ignore_errors=True)
             template = prepare_airflow_home(root, migrate=False)
             _migrate(template, timeout_s)
-            _template.append(template.metadata_db)
+            _template.append(template)
         return _template[0]
 
 

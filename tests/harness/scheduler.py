@@ -34,6 +34,7 @@ Example (not run here: it needs PostgreSQL, and takes ~30 s to start)::
 from __future__ import annotations
 
 import atexit
+import base64
 import contextlib
 import json
 import os
@@ -423,6 +424,10 @@ def running_airflow(
         "AIRFLOW__API__PORT": str(port),
         "AIRFLOW__API__BASE_URL": api_url,
         "AIRFLOW__API__WORKERS": "1",
+        # the four components start at once, in a home without airflow.cfg: each would write
+        # one with a Fernet key of its own (a trigger encrypted by the DAG processor, then
+        # undecryptable by the triggerer), so the generated secrets are set here
+        "AIRFLOW__CORE__FERNET_KEY": base64.urlsafe_b64encode(os.urandom(32)).decode(),
         "AIRFLOW__API__SECRET_KEY": uuid.uuid4().hex,
         "AIRFLOW__API_AUTH__JWT_SECRET": uuid.uuid4().hex,
         "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(_free_port()),
