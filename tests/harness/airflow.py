@@ -45,6 +45,7 @@ from tests.harness import with_project_path
 __all__ = [
     "AirflowHome",
     "DagTestResult",
+    "migrate_home",
     "prepare_airflow_home",
     "run_airflow",
     "run_dag_test",
@@ -186,7 +187,7 @@ def prepare_airflow_home(
     }
     home = AirflowHome(path=path, dags_folder=dags, overrides=overrides)
     if migrate and home.metadata_db.exists():
-        _migrate(home, timeout_s)
+        migrate_home(home, timeout_s)
     elif migrate:
         template = _migrated_template(timeout_s)
         shutil.copyfile(template.metadata_db, home.metadata_db)
@@ -207,7 +208,8 @@ def _copy_config(template: AirflowHome, home: AirflowHome) -> None:
     config.chmod(0o600)
 
 
-def _migrate(home: AirflowHome, timeout_s: float) -> None:
+def migrate_home(home: AirflowHome, timeout_s: float) -> None:
+    """Run ``airflow db migrate`` for ``home``; ``RuntimeError`` with its output if it fails."""
     done = run_airflow(home, "db", "migrate", timeout_s=timeout_s)
     if done.returncode != 0:
         output = done.stderr[-4000:]
@@ -227,7 +229,7 @@ def _migrated_template(timeout_s: float) -> AirflowHome:
             root = Path(tempfile.mkdtemp(prefix="trident-airflow-db-"))
             atexit.register(shutil.rmtree, root, ignore_errors=True)
             template = prepare_airflow_home(root, migrate=False)
-            _migrate(template, timeout_s)
+            migrate_home(template, timeout_s)
             _template.append(template)
         return _template[0]
 

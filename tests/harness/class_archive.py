@@ -4,12 +4,12 @@ Every JVM ``spark-submit`` starts for a test (the shared local session, a DAG ru
 a Connect server) loads and verifies some ten thousand of Spark's classes from its jars before
 it runs anything. A dynamic CDS archive (``-XX:ArchiveClassesAtExit``, JDK 13+) keeps them
 parsed and verified in one file that each later JVM maps: on the 2-core machine of 2026-12-03 a
-``spark-submit`` of a small query took 8.5-9.5 s of user CPU with it against 14.5-15.0 s
-without (docs/testing.md). It changes how classes are loaded, not what runs.
+``spark-submit`` of a small query took 11.2-11.4 s of user CPU with it against 17.9 s without
+(docs/testing.md). It changes how classes are loaded, not what runs.
 
 :func:`ensure_class_archive` makes the archive once per checkout, under ``.work/jvm/``
 (:func:`archive_path`), by one training ``spark-submit`` of
-:mod:`tests.harness.class_archive_training` (~60 s of CPU, ~180 MB); its name carries a digest
+:mod:`tests.harness.class_archive_training` (~66 s of CPU, ~180 MB); its name carries a digest
 of the JVM and of Spark's jars, so a new PySpark or JDK makes a new one. ``tests/conftest.py``
 starts it in the background (:func:`start_training`) and puts :func:`archive_options` in
 ``SPARK_SUBMIT_OPTS``: a JVM that starts before the archive is whole runs without it. A JVM

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import subprocess
 import sys
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
+
+from tests.harness.ports import free_port
 
 _CLIENT = """
 import sys
@@ -29,12 +30,6 @@ s.stop()
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _batches(batches: Iterable[Any]) -> Iterator[Any]:
     yield from batches
 
@@ -43,7 +38,7 @@ def main() -> None:
     from pyspark.sql import SparkSession, Window
     from pyspark.sql import functions as F
 
-    port = _free_port()
+    port = free_port()
     spark = (
         SparkSession.builder.appName("class archive training")
         .config("spark.sql.shuffle.partitions", "4")

@@ -55,7 +55,7 @@ from typing import Any
 import psycopg
 from sqlalchemy.engine import URL, make_url
 
-from tests.harness.airflow import AirflowHome, prepare_airflow_home, run_airflow
+from tests.harness.airflow import AirflowHome, migrate_home, prepare_airflow_home, run_airflow
 from tests.harness.ports import free_port as _free_port
 
 __all__ = [
@@ -480,10 +480,7 @@ def _migrated_template(base: URL, work: Path) -> str:
     with contextlib.closing(_connect(base)) as admin:
         admin.execute(f'CREATE DATABASE "{name}"')
     atexit.register(_drop_database, base, name)
-    done = run_airflow(home, "db", "migrate", timeout_s=300)
-    if done.returncode != 0:
-        msg = f"`airflow db migrate` exited {done.returncode}:\n{done.stderr[-4000:]}"
-        raise RuntimeError(msg)
+    migrate_home(home, timeout_s=300)
     _templates[key] = name
     return name
 
