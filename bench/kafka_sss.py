@@ -27,8 +27,11 @@ one batch of each side over exactly those records, alternating which goes first:
 
 Sizes: ``--sizes`` (records per batch, comma-separated; ``10000,5000000`` by default); the first
 round of each size is a warm-up. Both tables must equal the expected counts at the end.
-Printed per size: each round, the medians with their spreads, our phases, and a last line per
-size ``ratio=<ours s per batch / SSS s per batch>`` (the faster SSS; target <= 1.0).
+Printed per size: each round, the medians with their spreads, our phases, the CPU seconds
+each side's batch used (the JVM that ran it with its Spark Python workers, and for ours this
+process too, where begin and the commit run: on 2 cores a side whose CPU is higher than its
+wall time x 2 is bound by the cores, not by waiting), and a last line per size
+``ratio=<ours s per batch / SSS s per batch>`` (the faster SSS; target <= 1.0).
 
 The read figure (``--read-rounds``, after each size's rounds): the ranges of that size's last
 batch, read on the Connect server (both in the topology's shared session, as ours reads) into
@@ -70,7 +73,15 @@ from tests.harness import export_project_path
 export_project_path()  # Spark's Python workers load the spout's parser and bench.sss
 
 from bench.kafka_sink import delete_topics  # noqa: E402
-from bench.sss import Ours, SssWorker, spread, sss_batch_function, sss_session  # noqa: E402
+from bench.sss import (  # noqa: E402
+    Ours,
+    SssWorker,
+    listening_pid,
+    spread,
+    sss_batch_function,
+    sss_session,
+    tree_cpu,
+)
 
 PARTITIONS = 4
 WORDS_PER_SENTENCE = 10
@@ -365,6 +376,8 @@ def main() -> int:
             sss_session(url) as spark,
         ):
             runners: dict[str, Any] = {"ours": Ours(steps, url)}
+            server = listening_pid(int(url.rsplit(":", 1)[1]))  # ours and SSS on Connect
+            bench_pid = os.getpid()  # ours' driver side (begin, commit) runs here
             if "connect" in sss_sides:
                 runners["connect"] = KafkaSss(spark, bootstrap, topic_name, work / "connect-ckpt",
                                               pg_url, tables["connect"])  # fmt: skip
@@ -387,6 +400,12 @@ def main() -> int:
                     shift = r % len(sides)
                     line = []
                     for side in sides[shift:] + sides[:shift]:  # each side goes first in turn
+                        cpu_pids = {
+                            "ours": [server, bench_pid],
+                            "connect": [server],
+                            "local": [local.process.pid] if local else [],
+                        }[side]
+                        cpu_before = sum(tree_cpu(pid) for pid in cpu_pids)
                         if side == "ours":
                             elapsed, spent = runners["ours"].batch(f"bench-ksss-{index}")
                             big = ", ".join(f"{k} {v:.1f}" for k, v in spent.items() if v >= 0.5)
@@ -401,8 +420,11 @@ def main() -> int:
                                         f"{batch_s:.2f} s)")  # fmt: skip
                             if r:
                                 times[f"{side}_batch"].append(batch_s)
+                        cpu = sum(tree_cpu(pid) for pid in cpu_pids) - cpu_before
+                        line[-1] += f" [CPU {cpu:.1f} s]"
                         if r:
                             times[side].append(elapsed)
+                            times[f"{side}_cpu"].append(cpu)
                     warm = " (warm-up)" if r == 0 else ""
                     print(f"{size} round {r}: {', '.join(line)}{warm} [produced in "
                           f"{landed:.1f} s]", flush=True)  # fmt: skip
@@ -415,6 +437,9 @@ def main() -> int:
                       + f"), {args.rounds} rounds")  # fmt: skip
                 for side in ["ours", *sss_sides]:
                     print(f"{size} {SIDES[side]} per batch: {spread(times[side])}")
+                    print(f"{size} {SIDES[side]} CPU s per batch (its JVM, Spark's Python "
+                          f"workers{', this process' if side == 'ours' else ''}): "
+                          f"{spread(times[side + '_cpu'])}")  # fmt: skip
                 total = sum(statistics.median(v) for v in phases.values())
                 text = ", ".join(f"{k} {statistics.median(v):.3f}" for k, v in phases.items())
                 print(f"{size} phases (median s): {text} (sum {total:.3f})")

@@ -303,6 +303,35 @@ def sss_session(connect_url: str) -> Iterator[Any]:
         spark.stop()
 
 
+def tree_cpu(pid: int) -> float:
+    """CPU seconds (user + system) process ``pid`` and all its descendants have used, the
+    children they have already reaped included: a JVM with its Spark Python workers."""
+    import psutil
+
+    total = 0.0
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return 0.0
+    for proc in procs:
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+            t = proc.cpu_times()
+            total += t.user + t.system + t.children_user + t.children_system
+    return total
+
+
+def listening_pid(port: int) -> int:
+    """The process listening on 127.0.0.1 ``port`` (a Connect server's JVM)."""
+    import psutil
+
+    for conn in psutil.net_connections("tcp"):
+        if conn.status == psutil.CONN_LISTEN and conn.laddr.port == port and conn.pid:
+            return int(conn.pid)
+    msg = f"no process listens on port {port}"
+    raise RuntimeError(msg)
+
+
 def spread(values: list[float]) -> str:
     """``median [min, max], spread (max - min) / median`` of ``values``, and the values."""
     mid = statistics.median(values)
