@@ -378,6 +378,11 @@ def main() -> int:
             runners: dict[str, Any] = {"ours": Ours(steps, url)}
             server = listening_pid(int(url.rsplit(":", 1)[1]))  # ours and SSS on Connect
             bench_pid = os.getpid()  # ours' driver side (begin, commit) runs here
+
+            def side_cpu(pids: list[int]) -> Counter[str]:
+                # this process alone: the Connect server and the SSS worker are its children
+                return sum((tree_cpu(p, descendants=p != bench_pid) for p in pids), Counter())
+
             if "connect" in sss_sides:
                 runners["connect"] = KafkaSss(spark, bootstrap, topic_name, work / "connect-ckpt",
                                               pg_url, tables["connect"])  # fmt: skip
@@ -405,7 +410,7 @@ def main() -> int:
                             "connect": [server],
                             "local": [local.process.pid] if local else [],
                         }[side]
-                        cpu_before = sum(tree_cpu(pid) for pid in cpu_pids)
+                        cpu_before = side_cpu(cpu_pids)
                         if side == "ours":
                             elapsed, spent = runners["ours"].batch(f"bench-ksss-{index}")
                             big = ", ".join(f"{k} {v:.1f}" for k, v in spent.items() if v >= 0.5)
@@ -420,8 +425,11 @@ def main() -> int:
                                         f"{batch_s:.2f} s)")  # fmt: skip
                             if r:
                                 times[f"{side}_batch"].append(batch_s)
-                        cpu = sum(tree_cpu(pid) for pid in cpu_pids) - cpu_before
-                        line[-1] += f" [CPU {cpu:.1f} s]"
+                        used = side_cpu(cpu_pids)
+                        used.subtract(cpu_before)
+                        cpu = sum(used.values())
+                        by_name = ", ".join(f"{k} {v:.1f}" for k, v in sorted(used.items()))
+                        line[-1] += f" [CPU {cpu:.1f} s: {by_name}]"
                         if r:
                             times[side].append(elapsed)
                             times[f"{side}_cpu"].append(cpu)

@@ -303,22 +303,26 @@ def sss_session(connect_url: str) -> Iterator[Any]:
         spark.stop()
 
 
-def tree_cpu(pid: int) -> float:
+def tree_cpu(pid: int, *, descendants: bool = True) -> Counter[str]:
     """CPU seconds (user + system) process ``pid`` and all its descendants have used, the
-    children they have already reaped included: a JVM with its Spark Python workers."""
+    children they have already reaped included, by process name (``java``: a JVM, ``python``:
+    Spark's Python workers or a Python driver); ``descendants=False``: ``pid``'s own only."""
     import psutil
 
-    total = 0.0
+    spent: Counter[str] = Counter()
     try:
         root = psutil.Process(pid)
-        procs = [root, *root.children(recursive=True)]
+        procs = [root, *root.children(recursive=True)] if descendants else [root]
     except psutil.NoSuchProcess:
-        return 0.0
+        return spent
     for proc in procs:
         with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
             t = proc.cpu_times()
-            total += t.user + t.system + t.children_user + t.children_system
-    return total
+            name = "java" if proc.name() == "java" else "python"
+            spent[name] += t.user + t.system
+            if descendants:
+                spent[name] += t.children_user + t.children_system
+    return spent
 
 
 def listening_pid(port: int) -> int:

@@ -23,6 +23,7 @@ import pyspark
 from pyspark.sql import SparkSession
 
 from airflow_trident.errors import ConfigurationError
+from airflow_trident.runtime.spark.connect_client import close_release_pool_without_waiting
 
 __all__ = [
     "check_pyspark_files",
@@ -211,6 +212,7 @@ def remote_session(url: str, *, share: str | None = None) -> Iterator[SparkSessi
     # spark-submit started later by the same worker process (a Spark commit, under `airflow dags
     # test` or a reused Celery worker) would inherit it and fail with CONNECT_URL_NOT_SET
     before = {key: os.environ.get(key) for key in _CONNECT_ENV}
+    close_release_pool_without_waiting()  # PySpark 4.1's client can deadlock closing sessions
     if share is None:
         spark, shared = SparkSession.builder.remote(url).getOrCreate(), False
     else:

@@ -1,0 +1,82 @@
+"""PySpark 4.1's Spark Connect client deadlock, made to happen, and closed by
+:func:`~airflow_trident.runtime.spark.connect_client.close_release_pool_without_waiting`.
+
+The scenario runs in a child interpreter of its own (a deadlocked pool thread would otherwise
+keep pytest from exiting): one thread closes a client (``SparkSession.stop()``: the pool's
+shutdown under the pool's lock) while a pool thread frees a dropped session
+(``SparkSession.__del__``, run by the garbage collector there: the same shutdown). No server is
+needed: the deadlock is in the client's own locking.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+SCENARIO = """
+import os, sys, threading
+from pyspark.sql.connect.client.reattach import ExecutePlanResponseReattachableIterator as It
+if sys.argv[1] == "fixed":
+    from airflow_trident.runtime.spark.connect_client import close_release_pool_without_waiting
+    close_release_pool_without_waiting()
+pool = It._get_or_create_release_thread_pool()
+closing = threading.Event()
+
+def a_dropped_session_freed_in_a_pool_thread():
+    closing.wait()
+    It.shutdown()  # SparkSession.__del__ -> client.close(), on this pool thread
+
+def a_client_closing():
+    with It._lock:  # client.close()'s shutdown holds the pool's lock from here on
+        closing.set()
+        It.shutdown()
+
+pool.submit(a_dropped_session_freed_in_a_pool_thread)
+closer = threading.Thread(target=a_client_closing, daemon=True)
+closer.start()
+closer.join(float(sys.argv[2]))
+print("closed" if not closer.is_alive() else "deadlocked", flush=True)
+os._exit(0)  # a deadlocked pool thread is not daemonic: do not wait for it at exit
+"""
+
+
+def _run(mode: str, wait_s: float) -> str:
+    done = subprocess.run(
+        [sys.executable, "-c", SCENARIO, mode, str(wait_s)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.strip()
+
+
+def _has_the_old_pool() -> bool:
+    from pyspark.sql.connect.client import reattach
+
+    iterator = reattach.ExecutePlanResponseReattachableIterator
+    return hasattr(iterator, "_release_thread_pool_instance")
+
+
+def test_closing_a_client_while_a_pool_thread_frees_a_session_ends_with_the_fix() -> None:
+    if not _has_the_old_pool():
+        pytest.skip("this PySpark's Connect client has no shared release pool to fix")
+    # Given the installed client, as it is: the closing thread waits for the pool thread, which
+    # waits for the lock the closing thread holds
+    assert _run("as-installed", 10) == "deadlocked"
+    # When the pool's shutdown no longer waits (SPARK-55362, applied by our remote_session)
+    # Then the same interleaving ends
+    assert _run("fixed", 60) == "closed"
+
+
+def test_the_fix_is_applied_once_and_reports_itself() -> None:
+    from airflow_trident.runtime.spark.connect_client import close_release_pool_without_waiting
+
+    needed = _has_the_old_pool()
+    # Applied twice, it says the same and replaces the client's shutdown only once
+    assert close_release_pool_without_waiting() is needed
+    from pyspark.sql.connect.client import reattach
+
+    first = reattach.ExecutePlanResponseReattachableIterator.shutdown
+    assert close_release_pool_without_waiting() is needed
+    assert reattach.ExecutePlanResponseReattachableIterator.shutdown == first
