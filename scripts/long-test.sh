@@ -6,7 +6,7 @@
 # "Tiers"). Extra arguments go to pytest. On two pytest-xdist workers (a file per worker): a DAG
 # run keeps ~1.1 of the 2 cores busy (Airflow's loop and Spark's jobs wait on each other), so two
 # at once nearly halve the tier; each test gets 900 s before pytest-timeout stops it (300 s in
-# the test command), as two at once take longer each. ~18 min on 2 cores (33 min one at a time).
+# the test command), as two at once take longer each. ~20-25 min on 2 cores (1208 s and 1484 s on 2026-12-03; 33 min one at a time).
 set -uo pipefail
 export TRIDENT_NEEDS="${TRIDENT_NEEDS:-} browser"
 # shellcheck source=scripts/env.sh

@@ -6,7 +6,7 @@
 # every way in (spark-submit, retry, clear, backfill, on_data), the express layout's short fault
 # run (the whole batch one task, killed in its commit step). The test command keeps the
 # standard short real-scheduler fault run. Runs them with TRIDENT_SCHEDULER=1.
-# Extra arguments go to pytest. ~15 min on 2 cores (917 s from a fresh clone on 2026-12-03).
+# Extra arguments go to pytest. ~11-15 min on 2 cores (from fresh clones on 2026-12-03: 659 s with no steal, 917 s under steal).
 set -uo pipefail
 # shellcheck source=scripts/env.sh
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
