@@ -317,6 +317,10 @@ def main() -> int:
     parser.add_argument("--sizes", default="10000,5000000", help="records per batch, a list")
     parser.add_argument("--sss", default="connect,local", help="SSS sides: connect, local")
     parser.add_argument("--read-rounds", type=int, default=5, help="timed reads per side (0: none)")
+    parser.add_argument(
+        "--server-conf", action="append", default=[], metavar="KEY=VALUE",
+        help="a Spark setting of the Connect server ours runs on (a probe)",
+    )  # fmt: skip
     parser.add_argument("--sss-worker", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.sss_worker:
@@ -372,7 +376,11 @@ def main() -> int:
     local: LocalKafkaSss | None = None
     try:
         with (
-            running_connect_server(work / "connect", quick_jit=False) as url,
+            running_connect_server(
+                work / "connect",
+                quick_jit=False,
+                conf=dict(item.split("=", 1) for item in args.server_conf),
+            ) as url,
             sss_session(url) as spark,
         ):
             runners: dict[str, Any] = {"ours": Ours(steps, url)}

@@ -199,14 +199,14 @@ def fast_columns(
     """
     if parser.value_format != "json" or parser.rescue or len(value) == 0:
         return None
-    import pyarrow.compute as pc
-
     if value.type != pa.binary() or value.null_count:  # (large_binary: Spark's large types)
         return None
+    from airflow_trident.spout.file_records import LineParser, joined
+
     lines = value.view(pa.string())  # parse_column checks the UTF-8 (a byte search needs none)
-    if any(pc.any(pc.match_substring(lines, eol)).as_py() for eol in ("\n", "\r")):
+    values = joined(lines, "")
+    if b"\n" in values or b"\r" in values:
         return None
-    from airflow_trident.spout.file_records import LineParser
 
     line_parser = LineParser("json", parser.schema, rescue=False, drop=False, where=parser.where)
     parsed = line_parser.parse_column(lines)
