@@ -207,8 +207,8 @@ class LineParser:
 
         Only what Arrow decides as :func:`parse_record` does is taken here: every line a JSON
         object with no space around it (no blank line, no record ``strip`` would change),
-        valid UTF-8, no ``NaN``/``Inf`` (Arrow reads ``Inf`` and ``-NaN``, Python's ``json``
-        does not), no integer ``-0`` where a field is a double, no nesting deep enough for
+        valid UTF-8, no line break inside a line, no ``NaN``/``Inf`` (Arrow reads ``Inf`` and
+        ``-NaN``, Python's ``json`` does not), no integer ``-0`` where a field is a double, no nesting deep enough for
         Python's recursion limit, one record per line, and every field's value of its type
         (Arrow's reader refuses a number in a string field, a fraction or an exponent in an
         integer field, a key given twice). No rescue, no field without a type, no CSV.
@@ -233,7 +233,9 @@ class LineParser:
                 return None
         try:
             lines.validate(full=True)  # UTF-8 (Arrow's reader would pass bad bytes through)
-            text = joined(lines, "\n")
+            text = _joined(lines, "\n")
+            if text.count(b"\n") != len(lines) - 1 or b"\r" in text:
+                return None  # a line break inside a line (Arrow's reader would split there)
             if b"Inf" in text or b"NaN" in text:  # in a line: no word spans a line break
                 return None
             table = pj.read_json(
@@ -252,13 +254,13 @@ class LineParser:
         return table.select([n for n, _ in self.schema]).combine_chunks().to_batches()[0]
 
 
-def joined(values: Any, separator: str) -> bytes:
+def _joined(values: Any, separator: str) -> bytes:
     """The bytes of every value of an Arrow string array, ``separator`` between each two
-    (joined in C++: ``word in joined(...)`` is one pass over the batch, against one per search
+    (joined in C++: ``word in _joined(...)`` is one pass over the batch, against one per search
     for ``pyarrow.compute``'s per-value kernels).
 
     >>> import pyarrow as pa
-    >>> joined(pa.array(["a", "bc"]), "\\n")
+    >>> _joined(pa.array(["a", "bc"]), "\\n")
     b'a\\nbc'
     """
     import pyarrow as pa

@@ -201,13 +201,9 @@ def fast_columns(
         return None
     if value.type != pa.binary() or value.null_count:  # (large_binary: Spark's large types)
         return None
-    from airflow_trident.spout.file_records import LineParser, joined
+    from airflow_trident.spout.file_records import LineParser
 
-    lines = value.view(pa.string())  # parse_column checks the UTF-8 (a byte search needs none)
-    values = joined(lines, "")
-    if b"\n" in values or b"\r" in values:
-        return None
-
+    lines = value.view(pa.string())  # parse_column checks the UTF-8 and the line breaks
     line_parser = LineParser("json", parser.schema, rescue=False, drop=False, where=parser.where)
     parsed = line_parser.parse_column(lines)
     if parsed is None:
