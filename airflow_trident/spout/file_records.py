@@ -205,13 +205,13 @@ class LineParser:
         line might not give exactly what :meth:`parse` gives it (the caller then parses line by
         line, so the result is the same either way, only slower).
 
-        Only what Arrow decides as :func:`parse_record` does is taken here: every line a JSON
-        object with no space around it (no blank line, no record ``strip`` would change),
-        valid UTF-8, no line break inside a line, no ``NaN``/``Inf`` (Arrow reads ``Inf`` and
-        ``-NaN``, Python's ``json`` does not), no integer ``-0`` where a field is a double, no nesting deep enough for
-        Python's recursion limit, one record per line, and every field's value of its type
-        (Arrow's reader refuses a number in a string field, a fraction or an exponent in an
-        integer field, a key given twice). No rescue, no field without a type, no CSV.
+        Only what Arrow decides as :func:`parse_record` does is taken here: every line a JSON object
+        with no space around it (no blank line, no record ``strip`` would change), valid UTF-8, no
+        line break inside a line, no ``NaN``/``Inf`` (Arrow reads ``Inf`` and ``-NaN``, Python's
+        ``json`` does not), no integer ``-0`` where a field is a double, no nesting deep enough for
+        Python's recursion limit, one record per line, and every field's value of its type (Arrow's
+        reader refuses a number in a string field, a fraction or an exponent in an integer field, a
+        key given twice). No rescue, no field without a type, no CSV.
         """
         import pyarrow as pa
         import pyarrow.compute as pc
