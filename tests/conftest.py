@@ -28,11 +28,11 @@ from typing import Any
 # Airflow reads AIRFLOW_HOME when first imported: isolate it before any test imports airflow.
 # Each xdist worker gets a home of its own: workers inherit the controller's environment, and two
 # workers calling ``initdb()`` on one SQLite file at once race on ``alembic_version``'s stamp.
-_XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
-if _XDIST_WORKER:
-    os.environ["AIRFLOW_HOME"] = tempfile.mkdtemp(prefix=f"trident-airflow-home-{_XDIST_WORKER}-")
-else:
-    os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="trident-airflow-home-"))
+os.environ["AIRFLOW_HOME"] = (
+    tempfile.mkdtemp(prefix=f"trident-airflow-home-{os.environ['PYTEST_XDIST_WORKER']}-")
+    if "PYTEST_XDIST_WORKER" in os.environ
+    else os.environ.get("AIRFLOW_HOME") or tempfile.mkdtemp(prefix="trident-airflow-home-")
+)
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 
 import pytest
