@@ -233,15 +233,14 @@ class LineParser:
                 return None
         try:
             lines.validate(full=True)  # UTF-8 (Arrow's reader would pass bad bytes through)
-            text = _joined(lines, "\n")
-            if text.count(b"\n") != len(lines) - 1 or b"\r" in text:
+            data = _value_bytes(lines)  # every line's bytes back to back, no separator
+            if b"\n" in data or b"\r" in data:
                 return None  # a line break inside a line (Arrow's reader would split there)
-            if b"Inf" in text or b"NaN" in text:  # in a line: no word spans a line break
-                return None
+            text = _terminated(lines)  # each line and a "\n", as one buffer (no copy)
             table = pj.read_json(
                 pa.BufferReader(text),
                 read_options=pj.ReadOptions(
-                    use_threads=False, block_size=max(1 << 20, 2 * len(text))
+                    use_threads=False, block_size=max(1 << 20, 2 * text.size)
                 ),
                 parse_options=pj.ParseOptions(
                     explicit_schema=arrow, unexpected_field_behavior="ignore"
@@ -251,24 +250,67 @@ class LineParser:
             return None
         if table.num_rows != len(lines):  # two records on one line
             return None
-        return table.select([n for n, _ in self.schema]).combine_chunks().to_batches()[0]
+        batch = table.select([n for n, _ in self.schema]).combine_chunks().to_batches()[0]
+        # (no word spans two lines: each starts with "{" and ends with "}")
+        if (b"I" in data and b"Inf" in data) or (b"N" in data and b"NaN" in data):
+            return self._with_words_parsed(lines, batch)
+        return batch
+
+    def _with_words_parsed(self, lines: Any, batch: Any) -> Any:
+        """``batch`` with the tuples of the lines holding ``Inf`` or ``NaN`` made by
+        :meth:`parse` (Arrow's reader takes ``Inf`` and ``-NaN`` as numbers, Python's ``json``
+        does not; in a string both are text); ``None`` when one of them is malformed. A batch of
+        English text (``Information``) stays on the fast path, only its lines with the words
+        parsed one by one."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        marked = pc.match_substring_regex(lines, "Inf|NaN")
+        where = pc.indices_nonzero(marked).to_pylist()
+        rows = []
+        for i in where:
+            try:
+                rows.append(parse_record(lines[i].as_py(), "json", self.schema))
+            except (ValueError, RecursionError):
+                return None  # the caller parses line by line: the error is the parser's
+        columns = [
+            pc.replace_with_mask(
+                batch.column(j), marked, pa.array([r[j] for r in rows], batch.schema.field(j).type)
+            )
+            for j in range(batch.num_columns)
+        ]
+        return pa.RecordBatch.from_arrays(columns, schema=batch.schema)
 
 
-def _joined(values: Any, separator: str) -> bytes:
-    """The bytes of every value of an Arrow string array, ``separator`` between each two
-    (joined in C++: ``word in _joined(...)`` is one pass over the batch, against one per search
-    for ``pyarrow.compute``'s per-value kernels).
+def _value_bytes(values: Any) -> bytes:
+    """The bytes of every value of an Arrow string array, back to back (its data buffer
+    between its first and last offset)."""
+    start, end = _bounds(values)
+    return bytes(memoryview(values.buffers()[2])[start:end])
+
+
+def _terminated(values: Any) -> Any:
+    """An Arrow buffer of every value of a string array, each followed by ``"\\n"`` (made in
+    C++; the reader reads it in place).
 
     >>> import pyarrow as pa
-    >>> _joined(pa.array(["a", "bc"]), "\\n")
-    b'a\\nbc'
+    >>> _terminated(pa.array(["a", "bc"])).to_pybytes()
+    b'a\\nbc\\n'
     """
-    import pyarrow as pa
     import pyarrow.compute as pc
 
-    offsets = pa.array([0, len(values)], pa.int32())
-    joint = pc.binary_join(pa.ListArray.from_arrays(offsets, values), separator)[0]
-    return bytes(joint.as_buffer().to_pybytes())
+    ended = pc.binary_join_element_wise(values, "", "\n")
+    start, end = _bounds(ended)
+    return ended.buffers()[2].slice(start, end - start)
+
+
+def _bounds(values: Any) -> tuple[int, int]:
+    """Where the values of an Arrow string array begin and end in its data buffer."""
+    import pyarrow as pa
+
+    wide = pa.types.is_large_string(values.type) or pa.types.is_large_binary(values.type)
+    offsets = memoryview(values.buffers()[1]).cast("q" if wide else "i")
+    return int(offsets[values.offset]), int(offsets[values.offset + len(values)])
 
 
 _NESTING = 500

@@ -101,10 +101,27 @@ def test_a_clean_batch_is_taken_and_one_bad_line_declines_it() -> None:
     good = [json.dumps({"s": f"w{i}", "n": i, "i": -i, "d": i / 7, "b": i % 2 == 0})
             for i in range(1000)]  # fmt: skip
     assert check(schema, good)
-    for bad in ('{"s": 1}', '{"n": 1.5}', '{"d": NaN}', "", '{"s": "a"}{"s": "b"}', "[1]"):
+    for bad in ('{"s": 1}', '{"n": 1.5}', '{"d": Inf}', '{"d": -NaN}', '{"s": "x", "e": Inf}',
+                "", '{"s": "a"}{"s": "b"}', "[1]"):  # fmt: skip
         lines = [*good[:500], bad, *good[500:]]
         parser = LineParser("json", schema, rescue=False, drop=False, where="w")
         assert parser.parse_column(pa.array(lines, pa.string())) is None, bad
+
+
+def test_words_inf_and_nan_in_text_or_as_python_reads_them_keep_the_batch_whole() -> None:
+    # (before: any "Inf" or "NaN" in a batch declined it whole, so a batch of English text,
+    # "Information", was parsed line by line)
+    schema = SCHEMAS["all"]
+    good = [json.dumps({"s": f"w{i}", "n": i, "i": -i, "d": i / 7, "b": i % 2 == 0})
+            for i in range(1000)]  # fmt: skip
+    words = ['{"s": "Information: NaN", "d": NaN}', '{"s": "Inf", "e": Infinity}',
+             '{"d": -Infinity, "s": "NaNa"}', '{"s": "INFO", "x": "Inf\\u0000"}']  # fmt: skip
+    lines = [*good[:300], *words, *good[300:]]
+    assert check(schema, lines)  # taken, each value the line parser's (NaN as NaN)
+    parser = LineParser("json", schema, rescue=False, drop=False, where="w")
+    batch = parser.parse_column(pa.array(lines, pa.string()))
+    assert math.isnan(batch.column(3)[300].as_py())
+    assert batch.column(3)[302].as_py() == -math.inf
 
 
 def test_invalid_utf8_declines() -> None:
