@@ -207,11 +207,12 @@ class LineParser:
 
         Only what Arrow decides as :func:`parse_record` does is taken here: every line a JSON object
         with no space around it (no blank line, no record ``strip`` would change), valid UTF-8, no
-        line break inside a line, no ``NaN``/``Inf`` (Arrow reads ``Inf`` and ``-NaN``, Python's
-        ``json`` does not), no integer ``-0`` where a field is a double, no nesting deep enough for
-        Python's recursion limit, one record per line, and every field's value of its type (Arrow's
-        reader refuses a number in a string field, a fraction or an exponent in an integer field, a
-        key given twice). No rescue, no field without a type, no CSV.
+        line break inside a line, no integer ``-0`` where a field is a double, no nesting deep
+        enough for Python's recursion limit, one record per line, and every field's value of its
+        type (Arrow's reader refuses a number in a string field, a fraction or an exponent in an
+        integer field, a key given twice). No rescue, no field without a type, no CSV. The lines
+        holding ``Inf`` or ``NaN`` (Arrow reads ``Inf`` and ``-NaN`` as numbers, Python's ``json``
+        does not) are parsed by :func:`parse_record`, the rest of the batch by Arrow.
         """
         import pyarrow as pa
         import pyarrow.compute as pc
@@ -258,10 +259,10 @@ class LineParser:
 
     def _with_words_parsed(self, lines: Any, batch: Any) -> Any:
         """``batch`` with the tuples of the lines holding ``Inf`` or ``NaN`` made by
-        :meth:`parse` (Arrow's reader takes ``Inf`` and ``-NaN`` as numbers, Python's ``json``
-        does not; in a string both are text); ``None`` when one of them is malformed. A batch of
-        English text (``Information``) stays on the fast path, only its lines with the words
-        parsed one by one."""
+        :func:`parse_record` (Arrow's reader takes ``Inf`` and ``-NaN`` as numbers, Python's
+        ``json`` does not; in a string both are text); ``None`` when one of them is malformed.
+        A batch of English text (``Information``) stays on the fast path, only its lines with
+        the words parsed one by one."""
         import pyarrow as pa
         import pyarrow.compute as pc
 
