@@ -90,6 +90,12 @@ def check(schema: tuple[tuple[str, str], ...], lines: list[str]) -> bool:
     return True
 
 
+def _clean_lines() -> list[str]:
+    """1,000 well-typed lines of the ``all`` schema."""
+    return [json.dumps({"s": f"w{i}", "n": i, "i": -i, "d": i / 7, "b": i % 2 == 0})
+            for i in range(1000)]  # fmt: skip
+
+
 @pytest.mark.parametrize("name", sorted(SCHEMAS))
 def test_every_edge_line_alone(name: str) -> None:
     taken = [line for line in EDGES if check(SCHEMAS[name], [line])]
@@ -98,8 +104,7 @@ def test_every_edge_line_alone(name: str) -> None:
 
 def test_a_clean_batch_is_taken_and_one_bad_line_declines_it() -> None:
     schema = SCHEMAS["all"]
-    good = [json.dumps({"s": f"w{i}", "n": i, "i": -i, "d": i / 7, "b": i % 2 == 0})
-            for i in range(1000)]  # fmt: skip
+    good = _clean_lines()
     assert check(schema, good)
     for bad in ('{"s": 1}', '{"n": 1.5}', '{"d": Inf}', '{"d": -NaN}', '{"s": "x", "e": Inf}',
                 "", '{"s": "a"}{"s": "b"}', "[1]"):  # fmt: skip
@@ -112,8 +117,7 @@ def test_words_inf_and_nan_in_text_or_as_python_reads_them_keep_the_batch_whole(
     # (before: any "Inf" or "NaN" in a batch declined it whole, so a batch of English text,
     # "Information", was parsed line by line)
     schema = SCHEMAS["all"]
-    good = [json.dumps({"s": f"w{i}", "n": i, "i": -i, "d": i / 7, "b": i % 2 == 0})
-            for i in range(1000)]  # fmt: skip
+    good = _clean_lines()
     words = ['{"s": "Information: NaN", "d": NaN}', '{"s": "Inf", "e": Infinity}',
              '{"d": -Infinity, "s": "NaNa"}', '{"s": "INFO", "x": "Inf\\u0000"}']  # fmt: skip
     lines = [*good[:300], *words, *good[300:]]
