@@ -26,7 +26,8 @@ one batch of each side over exactly those records, alternating which goes first:
   its own) and in a warm ``local[2]`` session of a process of its own.
 
 Sizes: ``--sizes`` (records per batch, comma-separated; ``10000,5000000`` by default); the first
-round of each size is a warm-up. Both tables must equal the expected counts at the end.
+``--warm-up`` rounds of each size (1 by default) are warm-ups, untimed, for both sides alike.
+Both tables must equal the expected counts at the end.
 Printed per size: each round, the medians with their spreads, our phases, the CPU seconds
 each side's batch used (the JVM that ran it with its Spark Python workers, and for ours this
 process too, where begin and the commit run: on 2 cores a side whose CPU is higher than its
@@ -314,6 +315,14 @@ SIDES = {"ours": "ours", "connect": "SSS on Connect", "local": "SSS local[2]"}
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5, help="timed batches per side and size")
+    parser.add_argument(
+        "--warm-up",
+        type=int,
+        default=1,
+        metavar="N",
+        help="untimed batches per side before a size's timed ones (both JVMs warm up over "
+        "several 5M batches: docs/performance.md)",
+    )
     parser.add_argument("--sizes", default="10000,5000000", help="records per batch, a list")
     parser.add_argument("--sss", default="connect,local", help="SSS sides: connect, local")
     parser.add_argument("--read-rounds", type=int, default=5, help="timed reads per side (0: none)")
@@ -405,7 +414,8 @@ def main() -> int:
                 times: dict[str, list[float]] = defaultdict(list)
                 phases: dict[str, list[float]] = defaultdict(list)
                 sides = ["ours", *sss_sides]
-                for r in range(args.rounds + 1):
+                for r in range(args.rounds + args.warm_up):
+                    timed = r >= args.warm_up
                     index += 1
                     landed = time.perf_counter()
                     topic.land(index, records, expected)
@@ -423,7 +433,7 @@ def main() -> int:
                             elapsed, spent = runners["ours"].batch(f"bench-ksss-{index}")
                             big = ", ".join(f"{k} {v:.1f}" for k, v in spent.items() if v >= 0.5)
                             line.append(f"ours {elapsed:.2f} s ({big})")
-                            if r:
+                            if timed:
                                 for name, value in spent.items():
                                     phases[name].append(value)
                         else:
@@ -431,17 +441,17 @@ def main() -> int:
                             batch_s = own.get("triggerExecution", 0.0)
                             line.append(f"{SIDES[side]} {elapsed:.2f} s (its batch "
                                         f"{batch_s:.2f} s)")  # fmt: skip
-                            if r:
+                            if timed:
                                 times[f"{side}_batch"].append(batch_s)
                         used = side_cpu(cpu_pids)
                         used.subtract(cpu_before)
                         cpu = sum(used.values())
                         by_name = ", ".join(f"{k} {v:.1f}" for k, v in sorted(used.items()))
                         line[-1] += f" [CPU {cpu:.1f} s: {by_name}]"
-                        if r:
+                        if timed:
                             times[side].append(elapsed)
                             times[f"{side}_cpu"].append(cpu)
-                    warm = " (warm-up)" if r == 0 else ""
+                    warm = "" if timed else " (warm-up)"
                     print(f"{size} round {r}: {', '.join(line)}{warm} [produced in "
                           f"{landed:.1f} s]", flush=True)  # fmt: skip
                 med = {k: statistics.median(v) for k, v in times.items()}
