@@ -332,6 +332,8 @@ def main() -> int:
     )  # fmt: skip
     parser.add_argument("--sss-worker", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.warm_up < 0 or args.rounds < 1:
+        parser.error("--warm-up must be >= 0 and --rounds >= 1")
     if args.sss_worker:
         return sss_worker(*args.sss_worker)
     pg_url, hosts = os.environ.get("TRIDENT_PG_URL"), os.environ.get("TRIDENT_ZK_HOSTS")
