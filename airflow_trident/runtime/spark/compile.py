@@ -1,7 +1,9 @@
 r"""Built-in operations as Spark SQL: no Python runs per row.
 
-* ``Split`` -> ``split`` + ``explode`` on the whitespace Python's ``str.split()`` uses (Java's
-  ``\s`` is only ASCII), dropping empty tokens as ``str.split()`` does;
+* ``Split`` -> the package's Java ``str.split()`` + ``explode``
+  (:mod:`~airflow_trident.runtime.spark.jvm_functions`), or where a session cannot load it,
+  ``split`` + ``explode`` on the whitespace Python's ``str.split()`` uses (Java's ``\s`` is only
+  ASCII), dropping empty tokens as ``str.split()`` does;
 * ``Count``/``Sum``/``Min``/``Max`` -> ``groupBy().agg()`` (Spark aggregates partially before its
   shuffle, as Trident's combiners do); ``Sum`` of nothing is ``0`` (its ``zero()``);
 * ``project`` -> ``select``; merges -> ``unionAll``; joins -> null-safe equi-joins (Python's
@@ -24,6 +26,7 @@ from pyspark.sql import types as T
 
 from airflow_trident.graph import AggPart, JoinNode
 from airflow_trident.operation.builtin import Count, Max, Min, Split, Sum
+from airflow_trident.runtime.spark.jvm_functions import split_function
 from airflow_trident.tuple import Fields
 
 __all__ = [
@@ -71,7 +74,12 @@ def is_split(function: Any, input_type: T.DataType | None, width: int) -> bool:
 
 def split_words(df: DataFrame, source: str, target: str, keep: Sequence[str]) -> DataFrame:
     """One row per whitespace-separated word of ``source`` (none for ``None``, as ``Split``),
-    with the ``keep`` columns."""
+    with the ``keep`` columns: by the package's Java ``str.split()`` where the session has it
+    (:mod:`~airflow_trident.runtime.spark.jvm_functions`), else by Spark's ``split``."""
+    function = split_function(df.sparkSession)
+    if function is not None:  # no empty words
+        text = F.call_udf(function, col(source))
+        return df.select(*[col(c) for c in keep], F.explode(text).alias(target))
     text = F.split(col(source), _WHITESPACE)
     words = df.select(*[col(c) for c in keep], F.explode(text).alias(target))
     return words.where(col(target) != F.lit(""))

@@ -1,0 +1,205 @@
+"""The package's Java ``str.split()`` (jvm/functions/; runtime/spark/jvm_functions.py) against
+Python's own: every code point, generated text, the regex it replaces, a classic session
+and a Spark Connect one, and the sessions that cannot load it."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+from typing import Any
+
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pyspark.sql import functions as F
+
+from airflow_trident.runtime.spark import compile as C
+from airflow_trident.runtime.spark import jvm_functions
+from airflow_trident.runtime.spark.jvm_functions import JAR, SPLIT, split_function
+from tests.harness import PROJECT_ROOT, with_project_path
+
+SPACES = [chr(c) for c in range(0x110000) if chr(c).isspace()]
+
+
+def load_builder() -> Any:
+    import importlib.util
+
+    path = PROJECT_ROOT / "jvm" / "functions" / "build.py"
+    spec = importlib.util.spec_from_file_location("trident_jvm_functions", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def words_of(spark: Any, texts: list[str | None], *, regex: bool = False) -> list[list[str]]:
+    """Each text's words by :func:`C.split_words` (by the regex when ``regex``), in order."""
+    frame = spark.createDataFrame(pd.DataFrame({"i": range(len(texts)), "s": texts}))
+    if regex:
+        words = frame.select("i", F.explode(F.split("s", C._WHITESPACE)).alias("w"))
+        words = words.where("w != ''")
+    else:
+        words = C.split_words(frame, "s", "w", ["i"])
+    got: list[list[str]] = [[] for _ in texts]
+    # explode keeps each array's order within a row; posexplode is not needed for one row's
+    # words as long as they are collected from one partition in order
+    for row in words.coalesce(1).collect():
+        got[row["i"]].append(row["w"])
+    return got
+
+
+@pytest.fixture
+def fresh_session(spark: Any) -> Any:
+    """A new session of the shared context: nothing registered in it yet."""
+    return spark.newSession()
+
+
+def test_the_checkout_carries_the_jar_of_its_sources() -> None:
+    # Given the project's install (scripts/bootstrap.sh builds the jar; so does every wheel)
+    builder = load_builder()
+    # Then the jar is there and was built from the sources as they are now
+    assert JAR.is_file()
+    assert builder.built_digest(JAR) == builder.source_digest()
+
+
+def test_the_build_is_reproducible_and_leaves_out_the_spark_stub(tmp_path: Any) -> None:
+    import zipfile
+
+    builder = load_builder()
+    first, second = tmp_path / "a.jar", tmp_path / "b.jar"
+    assert builder.build(first)
+    assert builder.build(second)
+    assert first.read_bytes() == second.read_bytes()
+    names = zipfile.ZipFile(first).namelist()
+    assert "io/github/airflowtrident/spark/StrSplit.class" in names
+    assert not [n for n in names if n.startswith("org/")]  # Spark's UDF1 is Spark's
+
+
+def test_a_classic_session_splits_with_the_java_function(spark: Any) -> None:
+    # Given the shared local session
+    # When a topology's split is compiled there
+    frame = spark.createDataFrame([("a b",)], "s string")
+    plan = C.split_words(frame, "s", "w", [])._jdf.queryExecution().optimizedPlan().toString()
+    # Then the plan calls the package's function, not Spark's split
+    assert split_function(spark) == SPLIT
+    assert f"explode({SPLIT}(" in plan
+    assert "explode(split(" not in plan
+
+
+def test_every_code_point_splits_as_in_python(spark: Any) -> None:
+    # Given "a<c>b" for every code point but the surrogates (not text on either side)
+    codes = [c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
+    frame = spark.createDataFrame(
+        pd.DataFrame({"c": codes, "s": [f"a{chr(c)}b" for c in codes]})
+    ).repartition(4)
+    # When the Java function splits each
+    words = frame.select("c", "s", F.call_udf(split_function(spark) or "", F.col("s")).alias("w"))
+    two = words.where("size(w) = 2 and w[0] = 'a' and w[1] = 'b'")
+    one = words.where("size(w) = 1 and w[0] = s")
+    # Then it split at exactly Python's whitespace, and nowhere else
+    assert sorted(r["c"] for r in two.select("c").collect()) == [ord(c) for c in SPACES]
+    assert one.count() + len(SPACES) == len(codes)
+
+
+def test_null_empty_and_only_whitespace(spark: Any) -> None:
+    texts: list[str | None] = [None, "", " ", "\x1c\x1d\x1e\x1f", "\u3000x\u3000", "x"]
+    assert words_of(spark, texts) == [[] if t is None else t.split() for t in texts]
+
+
+_text = st.text(
+    alphabet=st.one_of(
+        st.sampled_from(SPACES),
+        st.sampled_from("ab\u200b\ufeff\U0001f600\u0301é"),  # zero-width, BOM, astral, combining
+        st.characters(exclude_categories=["Cs"]),
+    ),
+    max_size=40,
+)
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(texts=st.lists(st.one_of(st.none(), _text), min_size=1, max_size=30))
+def test_generated_text_splits_as_in_python_and_as_the_regex(
+    spark: Any, texts: list[str | None]
+) -> None:
+    expected = [[] if t is None else t.split() for t in texts]
+    assert words_of(spark, texts) == expected
+    assert words_of(spark, texts, regex=True) == expected
+
+
+def test_a_package_without_the_jar_splits_by_regex(
+    fresh_session: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    tmp_path: Any,
+) -> None:
+    # Given a package built without javac: no jar
+    monkeypatch.setattr(jvm_functions, "JAR", tmp_path / "absent.jar")
+    caplog.set_level(logging.INFO, logger=jvm_functions.__name__)
+    texts = ["a\u3000b c", None, "  "]
+    # When a session splits words
+    got = words_of(fresh_session, texts)
+    # Then it said so once, and split by Spark's regex into Python's words
+    assert split_function(fresh_session) is None
+    assert [r.message for r in caplog.records].count(
+        "words split by Spark's regular expression: the package has no absent.jar"
+    ) == 1
+    assert got == [[] if t is None else t.split() for t in texts]
+    plan = C.split_words(fresh_session.createDataFrame([("a",)], "s string"), "s", "w", [])
+    assert SPLIT not in plan._jdf.queryExecution().optimizedPlan().toString()
+
+
+def test_a_session_that_cannot_load_the_function_splits_by_regex(
+    fresh_session: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Given a function the session cannot load (a class the jar does not have)
+    monkeypatch.setattr(jvm_functions, "SPLIT_CLASS", "io.github.airflowtrident.spark.Absent")
+    caplog.set_level(logging.WARNING, logger=jvm_functions.__name__)
+    # When it splits words
+    got = words_of(fresh_session, ["x\ty", "z"])
+    # Then the warning names the jar and the error, and the words are still Python's
+    assert got == [["x", "y"], ["z"]]
+    (warning,) = [r.message for r in caplog.records]
+    assert warning.startswith("words split by Spark's regular expression: ")
+    assert "airflow-trident-functions.jar could not be loaded" in warning
+
+
+CHILD = """
+import json, sys
+from airflow_trident.runtime.spark import compile as C
+from airflow_trident.runtime.spark.jvm_functions import split_function
+from airflow_trident.runtime.spark.session import remote_session
+texts = json.loads(sys.argv[2])
+out = []
+for _ in range(2):  # a second session of the same server adds the same artifact again
+    with remote_session(sys.argv[1]) as spark:
+        frame = spark.createDataFrame([(i, t) for i, t in enumerate(texts)], "i long, s string")
+        words = [[] for _ in texts]
+        for row in C.split_words(frame, "s", "w", ["i"]).coalesce(1).collect():
+            words[row["i"]].append(row["w"])
+        out.append({"function": split_function(spark), "words": words})
+print(json.dumps(out))
+"""
+
+
+def test_a_connect_session_uploads_the_jar_and_splits_as_in_python(connect_url: str) -> None:
+    # Given text with every kind of whitespace, and the shared Connect server (a child process:
+    # a Connect session cannot share this process with the classic one)
+    texts: list[str | None] = ["".join(SPACES).join("abc"), None, "", "x\u200by z", *SPACES]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SPARK_CONNECT")}
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, connect_url, json.dumps(texts)],
+        env=with_project_path(env), capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    runs = json.loads(done.stdout.strip().splitlines()[-1])
+    # Then both sessions registered the Java function and split as Python does
+    expected = [[] if t is None else t.split() for t in texts]
+    assert [r["function"] for r in runs] == [SPLIT, SPLIT]
+    assert [r["words"] for r in runs] == [expected, expected]
