@@ -41,7 +41,10 @@ HARNESS = [
     "source_chaos",
 ]
 """Modules of the test harness that moved from ``airflow_trident/testing`` to ``tests/harness``."""
-_NOT_SOURCES = (".git", ".venv", ".work", "build", "*.egg-info", "__pycache__", ".*_cache")
+# *.jar: the functions jar the checkout built, so that the wheel's is the wheel build's own
+_NOT_SOURCES = (
+    ".git", ".venv", ".work", "build", "*.egg-info", "__pycache__", ".*_cache", "*.jar"
+)  # fmt: skip
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 REQUIREMENTS = {Requirement(r).name.lower(): Requirement(r) for r in PROJECT["dependencies"]}
 SPARK_EXTRA = {
@@ -169,6 +172,22 @@ def test_the_wheel_holds_the_product_not_the_test_harness(wheel: zipfile.ZipFile
     ]
     assert sorted(names & set(moved)) == []
     assert [n for n in names if n.startswith(("tests/", "bench/", "dags/"))] == []
+
+
+def test_the_wheel_build_compiles_the_functions_jar_into_the_package(
+    wheel: zipfile.ZipFile,
+) -> None:
+    # Given a copy of the tree without a built jar: the wheel's build compiled one
+    import io
+
+    jar = zipfile.ZipFile(
+        io.BytesIO(wheel.read("airflow_trident/jars/airflow-trident-functions.jar"))
+    )
+    # Then it holds the function's class, not Spark's interface it was compiled against, and
+    # no Java source ships
+    assert "io/github/airflowtrident/spark/StrSplit.class" in jar.namelist()
+    assert [n for n in jar.namelist() if n.startswith("org/")] == []
+    assert [n for n in wheel.namelist() if n.endswith(".java") or n.startswith("jvm/")] == []
 
 
 def test_the_shipped_testing_and_examples_import_neither_each_other_nor_the_harness(

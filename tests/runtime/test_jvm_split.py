@@ -171,19 +171,29 @@ def test_a_session_that_cannot_load_the_function_splits_by_regex(
 
 
 CHILD = """
-import json, sys
+import json, logging, sys, uuid
 from airflow_trident.runtime.spark import compile as C
 from airflow_trident.runtime.spark.jvm_functions import split_function
 from airflow_trident.runtime.spark.session import remote_session
 texts = json.loads(sys.argv[2])
+said = []
+handler = logging.Handler()
+handler.emit = lambda record: said.append(record.getMessage())
+logger = logging.getLogger("airflow_trident.runtime.spark.jvm_functions")
+logger.addHandler(handler)
+logger.setLevel(logging.INFO)
 out = []
-for _ in range(2):  # a second session of the same server adds the same artifact again
-    with remote_session(sys.argv[1]) as spark:
+# two sessions of their own (the second adds the same artifact again), then two attaches to one
+# shared session (as a topology's batches with [trident] connect_session_reuse)
+share = "jvm-split-" + uuid.uuid4().hex
+for key in (None, None, share, share):
+    said.clear()
+    with remote_session(sys.argv[1], share=key) as spark:
         frame = spark.createDataFrame([(i, t) for i, t in enumerate(texts)], "i long, s string")
         words = [[] for _ in texts]
         for row in C.split_words(frame, "s", "w", ["i"]).coalesce(1).collect():
             words[row["i"]].append(row["w"])
-        out.append({"function": split_function(spark), "words": words})
+        out.append({"function": split_function(spark), "words": words, "said": list(said)})
 print(json.dumps(out))
 """
 
@@ -199,7 +209,54 @@ def test_a_connect_session_uploads_the_jar_and_splits_as_in_python(connect_url: 
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     runs = json.loads(done.stdout.strip().splitlines()[-1])
-    # Then both sessions registered the Java function and split as Python does
+    # Then every session split with the Java function, as Python does
     expected = [[] if t is None else t.split() for t in texts]
-    assert [r["function"] for r in runs] == [SPLIT, SPLIT]
-    assert [r["words"] for r in runs] == [expected, expected]
+    assert [r["function"] for r in runs] == [SPLIT] * 4
+    assert [r["words"] for r in runs] == [expected] * 4
+    # and the shared session's second batch found it registered by the first
+    loaded = f"words split by {jvm_functions.SPLIT_CLASS} ({SPLIT}, from {JAR})"
+    found = (
+        f"words split by {jvm_functions.SPLIT_CLASS} ({SPLIT}, registered in this shared session)"
+    )
+    assert [r["said"] for r in runs] == [[loaded], [loaded], [loaded], [found]]
+
+
+DRIVER = """
+import json, logging, sys
+logging.basicConfig(level=logging.INFO)  # as the batch's job (batch/spark_job.py)
+from airflow_trident.runtime.spark import compile as C
+from airflow_trident.runtime.spark.jvm_functions import split_function
+from airflow_trident.runtime.spark.session import spark_session
+spark = spark_session("jvm-split-test")
+texts = json.loads(sys.argv[1])
+frame = spark.createDataFrame([(i, t) for i, t in enumerate(texts)], "i long, s string")
+words = [[] for _ in texts]
+for row in C.split_words(frame, "s", "w", ["i"]).coalesce(1).collect():
+    words[row["i"]].append(row["w"])
+print("RESULT " + json.dumps({"function": split_function(spark), "words": words}), flush=True)
+spark.stop()
+"""
+
+
+def test_a_spark_submit_driver_adds_the_jar_itself(tmp_path: Any) -> None:
+    # Given a spark-submit application with nothing on its spark.jars (as a batch's process
+    # step is submitted), its executors in their own JVM's class loader
+    driver = tmp_path / "driver.py"
+    driver.write_text(DRIVER)
+    texts: list[str | None] = ["a\u3000b\x1cc", None, " \u2029 ", "x y"]
+    submit = os.path.join(os.path.dirname(sys.executable), "spark-submit")
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
+    done = subprocess.run(
+        [submit, "--master", "local[1]", "--conf", "spark.ui.enabled=false",
+         str(driver), json.dumps(texts)],
+        env=with_project_path(env), capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    (line,) = [x for x in done.stdout.splitlines() if x.startswith("RESULT ")]
+    result = json.loads(line.removeprefix("RESULT "))
+    # Then the driver loaded the function from the installed package and split as Python does
+    assert result == {"function": SPLIT, "words": [[] if t is None else t.split() for t in texts]}
+    # (spark-submit's PythonRunner merges the driver's stderr into its stdout)
+    assert (
+        f"INFO:{jvm_functions.__name__}:words split by {jvm_functions.SPLIT_CLASS}" in done.stdout
+    )

@@ -10,9 +10,10 @@ The wheel carries ``airflow_trident/jars/airflow-trident-functions.jar`` (built 
 a classic session (``spark-submit``'s driver, a local session) by ``ADD JAR``, which also ships it
 to the executors; a Spark Connect session by uploading it as an artifact of the session. It then
 registers the function, runs it once on an executor over a probe string and compares the words
-with Python's. When any of that fails, or the package carries no jar (built without ``javac``),
-the topology splits with Spark's regular expression instead: the same words, one log line saying
-why.
+with Python's (a Spark Connect session shared by a topology's batches, ``[trident]
+connect_session_reuse``, keeps it: later batches find it registered and skip all of this).
+When any of that fails, or the package carries no jar (built without ``javac``), the topology
+splits with Spark's regular expression instead: the same words, one log line saying why.
 
 >>> JAR.name, SPLIT_CLASS
 ('airflow-trident-functions.jar', 'io.github.airflowtrident.spark.StrSplit')
@@ -69,6 +70,13 @@ def _register(spark: SparkSession) -> str | None:
         log.info("words split by Spark's regular expression: the package has no %s", JAR.name)
         return None
     try:
+        if is_connect(spark) and spark.catalog.functionExists(SPLIT):
+            # a shared session (``[trident] connect_session_reuse``): an earlier batch registered
+            # it, and it is only kept registered when its self-check passed
+            log.info(
+                "words split by %s (%s, registered in this shared session)", SPLIT_CLASS, SPLIT
+            )
+            return SPLIT
         if is_connect(spark):
             spark.addArtifacts(str(JAR))
         else:
@@ -78,6 +86,7 @@ def _register(spark: SparkSession) -> str | None:
         rows = spark.range(1, numPartitions=1).select(F.call_udf(SPLIT, text)).collect()
         got = list(rows[0][0])
     except Exception as exc:  # a session that refuses jars or Java functions: the regex
+        _unregister(spark)
         log.warning(
             "words split by Spark's regular expression: %s could not be loaded (%s: %s)",
             JAR.name,
@@ -90,6 +99,16 @@ def _register(spark: SparkSession) -> str | None:
             "words split by Spark's regular expression: %s split %r into %r, Python into %r",
             JAR.name, PROBE + "0", got, (PROBE + "0").split(),
         )  # fmt: skip
+        _unregister(spark)
         return None
     log.info("words split by %s (%s, from %s)", SPLIT_CLASS, SPLIT, JAR)
     return SPLIT
+
+
+def _unregister(spark: SparkSession) -> None:
+    """Drop the function from ``spark`` (a shared session's later batches must not use one that
+    failed its self-check); best effort."""
+    try:
+        spark.sql(f"DROP TEMPORARY FUNCTION IF EXISTS {SPLIT}")
+    except Exception as exc:
+        log.debug("could not drop %s: %s", SPLIT, exc)
