@@ -28,6 +28,7 @@ from tests.harness.airflow import (
     run_dag_test,
 )
 from tests.harness.spark_cluster import cluster_expected
+from tests.runtime.test_jvm_split import submit_split
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e, pytest.mark.cluster]
 
@@ -185,3 +186,16 @@ def test_worker_killed_during_process_the_batch_is_retried_and_exact(
     result = outcome["result"]
     assert result.ok, result.describe()
     assert deployment.counts() == cluster_expected(3)
+
+
+def test_the_java_split_loads_on_the_workers_executors(
+    local_cluster: LocalCluster, tmp_path: Path
+) -> None:
+    # Given an application on the standalone master: executors in the workers' own JVMs, the
+    # jar only in the driver's installed package
+    texts: list[str | None] = ["a\u3000b\x1cc", None, " \u2029 ", "x y"] * 50
+    result, output = submit_split(tmp_path, local_cluster.spark_master, texts)
+    # Then the driver's ADD JAR shipped it: the self-check and the words ran on the executors
+    assert result == {"function": "trident_str_split",
+                      "words": [[] if t is None else t.split() for t in texts]}  # fmt: skip
+    assert "words split by io.github.airflowtrident.spark.StrSplit" in output

@@ -80,3 +80,49 @@ def test_the_fix_is_applied_once_and_reports_itself() -> None:
     first = reattach.ExecutePlanResponseReattachableIterator.shutdown
     assert close_release_pool_without_waiting() is needed
     assert reattach.ExecutePlanResponseReattachableIterator.shutdown == first
+
+
+INSIDE_SUBMIT = """
+import os, sys, threading, time
+from pyspark.sql.connect.client.reattach import ExecutePlanResponseReattachableIterator as It
+if sys.argv[1] == "fixed":
+    from airflow_trident.runtime.spark.connect_client import close_release_pool_without_waiting
+    close_release_pool_without_waiting()
+pool = It._get_or_create_release_thread_pool()
+
+def a_session_freed_inside_submit():
+    with pool._shutdown_lock:  # pool.submit() -> _adjust_thread_count() -> the collector runs
+        It.shutdown()  # SparkSession.__del__ -> client.close(), on the same thread
+
+freeing = threading.Thread(target=a_session_freed_inside_submit, daemon=True)
+freeing.start()
+freeing.join(float(sys.argv[2]))
+if freeing.is_alive():
+    print("deadlocked", flush=True)
+else:
+    for _ in range(600):  # the pool is still shut down, once submit let its lock go
+        if pool._shutdown:
+            break
+        time.sleep(0.1)
+    print("closed" if pool._shutdown else "left running", flush=True)
+os._exit(0)
+"""
+
+
+def test_a_session_freed_inside_the_pools_submit_ends_with_the_fix() -> None:
+    if not _has_the_old_pool():
+        pytest.skip("this PySpark's Connect client has no shared release pool to fix")
+    # Given the installed client: a thread in the pool's submit (holding the pool's own lock)
+    # frees a dropped session, whose close shuts the pool down, which takes that lock again
+    done = subprocess.run(
+        [sys.executable, "-c", INSIDE_SUBMIT, "as-installed", "10"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.stdout.strip() == "deadlocked", done.stderr[-2000:]
+    # When the shutdown runs on a thread of its own
+    done = subprocess.run(
+        [sys.executable, "-c", INSIDE_SUBMIT, "fixed", "60"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    # Then the freeing thread goes on, and the pool is shut down after it lets the lock go
+    assert done.stdout.strip() == "closed", done.stderr[-2000:]

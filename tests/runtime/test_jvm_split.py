@@ -230,6 +230,7 @@ from airflow_trident.runtime.spark.session import spark_session
 spark = spark_session("jvm-split-test")
 texts = json.loads(sys.argv[1])
 frame = spark.createDataFrame([(i, t) for i, t in enumerate(texts)], "i long, s string")
+frame = frame.repartition(4)  # on the executors
 words = [[] for _ in texts]
 for row in C.split_words(frame, "s", "w", ["i"]).coalesce(1).collect():
     words[row["i"]].append(row["w"])
@@ -238,25 +239,28 @@ spark.stop()
 """
 
 
-def test_a_spark_submit_driver_adds_the_jar_itself(tmp_path: Any) -> None:
-    # Given a spark-submit application with nothing on its spark.jars (as a batch's process
-    # step is submitted), its executors in their own JVM's class loader
+def submit_split(tmp_path: Any, master: str, texts: list[str | None]) -> tuple[Any, str]:
+    """``spark-submit --master master`` of :data:`DRIVER` over ``texts``: (its result, its
+    output). The application's ``spark.jars`` is empty, as a batch's process step's."""
     driver = tmp_path / "driver.py"
     driver.write_text(DRIVER)
-    texts: list[str | None] = ["a\u3000b\x1cc", None, " \u2029 ", "x y"]
     submit = os.path.join(os.path.dirname(sys.executable), "spark-submit")
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
     done = subprocess.run(
-        [submit, "--master", "local[1]", "--conf", "spark.ui.enabled=false",
-         str(driver), json.dumps(texts)],
+        [submit, "--master", master, "--conf", "spark.ui.enabled=false",
+         "--conf", "spark.default.parallelism=4", str(driver), json.dumps(texts)],
         env=with_project_path(env), capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     (line,) = [x for x in done.stdout.splitlines() if x.startswith("RESULT ")]
-    result = json.loads(line.removeprefix("RESULT "))
+    # (spark-submit's PythonRunner merges the driver's stderr into its stdout)
+    return json.loads(line.removeprefix("RESULT ")), done.stdout
+
+
+def test_a_spark_submit_driver_adds_the_jar_itself(tmp_path: Any) -> None:
+    # Given a spark-submit application with nothing on its spark.jars
+    texts: list[str | None] = ["a\u3000b\x1cc", None, " \u2029 ", "x y"]
+    result, output = submit_split(tmp_path, "local[1]", texts)
     # Then the driver loaded the function from the installed package and split as Python does
     assert result == {"function": SPLIT, "words": [[] if t is None else t.split() for t in texts]}
-    # (spark-submit's PythonRunner merges the driver's stderr into its stdout)
-    assert (
-        f"INFO:{jvm_functions.__name__}:words split by {jvm_functions.SPLIT_CLASS}" in done.stdout
-    )
+    assert f"INFO:{jvm_functions.__name__}:words split by {jvm_functions.SPLIT_CLASS}" in output

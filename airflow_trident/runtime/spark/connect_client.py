@@ -15,13 +15,17 @@ Spark fixed it upstream (SPARK-55362: the pool is shut down without waiting; SPA
 replaced the pool's life cycle, in 4.2). :func:`close_release_pool_without_waiting` applies the
 first fix to the installed client when it still has the old pool (feature-detected, so a client
 that has the fix, or another design, is left as it is): the pool's shutdown no longer waits, so
-no thread waits on another while holding the lock. A release still queued or in flight then
+no thread waits on another while holding the lock. It goes one step further than upstream: the
+shutdown runs on a thread of its own, because the collector can also free a session inside the
+pool's ``submit``, on the thread holding the pool's own lock, which ``shutdown`` takes too
+(:func:`_shut_down_soon`). A release still queued or in flight then
 finishes on its own thread or is dropped with the channel; the server cleans up executions a
 client abandons, as upstream accepted.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from typing import Any
 
@@ -50,13 +54,31 @@ def close_release_pool_without_waiting() -> bool:
             return False  # not the pool this fixes
 
         def shutdown(cls: Any) -> None:
-            """Shut the release pool down without waiting for its threads (SPARK-55362)."""
+            """Shut the release pool down without waiting for its threads (SPARK-55362), from
+            a thread of its own (:func:`_shut_down_soon`)."""
             with cls._lock:
                 pool = cls._release_thread_pool_instance
-                if pool is not None:
-                    cls._release_thread_pool_instance = None
-                    pool.shutdown(wait=False)
+                cls._release_thread_pool_instance = None
+            if pool is not None:
+                _shut_down_soon(pool)
 
         setattr(shutdown, _MARK, True)
         iterator.shutdown = classmethod(shutdown)
         return True
+
+
+def _shut_down_soon(pool: Any) -> None:
+    """``pool.shutdown(wait=False)`` on a new daemon thread.
+
+    Not on the calling thread: the collector can free a session *inside* the pool's own
+    ``submit`` (a release sent while a dropped session waits to be freed), on the thread that
+    holds the pool's ``_shutdown_lock``; ``shutdown`` takes that lock too, and a thread waiting
+    for a lock it holds waits forever (seen 2026-12-07: a process's fourth session hung in
+    ``catalog.functionExists``). The new thread takes the lock once ``submit`` lets it go.
+    """
+    # RuntimeError: the interpreter is exiting, and its exit hook ends the pool's threads
+    with contextlib.suppress(RuntimeError):
+        threading.Thread(
+            target=pool.shutdown, kwargs={"wait": False}, name="connect-release-pool-shutdown",
+            daemon=True,
+        ).start()  # fmt: skip
