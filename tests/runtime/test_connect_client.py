@@ -83,7 +83,7 @@ def test_the_fix_is_applied_once_and_reports_itself() -> None:
 
 
 INSIDE_SUBMIT = """
-import os, sys, threading, time
+import os, sys, threading
 from pyspark.sql.connect.client.reattach import ExecutePlanResponseReattachableIterator as It
 if sys.argv[1] == "fixed":
     from airflow_trident.runtime.spark.connect_client import close_release_pool_without_waiting
@@ -99,12 +99,13 @@ freeing.start()
 freeing.join(float(sys.argv[2]))
 if freeing.is_alive():
     print("deadlocked", flush=True)
-else:
-    for _ in range(600):  # the pool is still shut down, once submit let its lock go
-        if pool._shutdown:
-            break
-        time.sleep(0.1)
-    print("closed" if pool._shutdown else "left running", flush=True)
+    os._exit(0)
+# the client dropped the pool; a later release gets a new one, and closing it shuts it down
+assert It._release_thread_pool_instance is None
+again = It._get_or_create_release_thread_pool()
+assert again is not pool
+It.shutdown()
+print("closed" if again._shutdown else "left running", flush=True)
 os._exit(0)
 """
 
@@ -119,10 +120,10 @@ def test_a_session_freed_inside_the_pools_submit_ends_with_the_fix() -> None:
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert done.stdout.strip() == "deadlocked", done.stderr[-2000:]
-    # When the shutdown runs on a thread of its own
+    # When a shutdown that finds the pool's lock held leaves the (dropped) pool to end on its own
     done = subprocess.run(
         [sys.executable, "-c", INSIDE_SUBMIT, "fixed", "60"],
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
-    # Then the freeing thread goes on, and the pool is shut down after it lets the lock go
+    # Then the freeing thread goes on, and the next pool is shut down as usual
     assert done.stdout.strip() == "closed", done.stderr[-2000:]

@@ -16,16 +16,15 @@ replaced the pool's life cycle, in 4.2). :func:`close_release_pool_without_waiti
 first fix to the installed client when it still has the old pool (feature-detected, so a client
 that has the fix, or another design, is left as it is): the pool's shutdown no longer waits, so
 no thread waits on another while holding the lock. It goes one step further than upstream: the
-shutdown runs on a thread of its own, because the collector can also free a session inside the
-pool's ``submit``, on the thread holding the pool's own lock, which ``shutdown`` takes too
-(:func:`_shut_down_soon`). A release still queued or in flight then
+collector can also free a session inside the pool's ``submit``, on the thread holding the pool's
+own lock, which ``shutdown`` takes too; a pool whose lock is held is left to end on its own
+(:func:`_shut_down_unless_held`). A release still queued or in flight then
 finishes on its own thread or is dropped with the channel; the server cleans up executions a
 client abandons, as upstream accepted.
 """
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from typing import Any
 
@@ -54,31 +53,34 @@ def close_release_pool_without_waiting() -> bool:
             return False  # not the pool this fixes
 
         def shutdown(cls: Any) -> None:
-            """Shut the release pool down without waiting for its threads (SPARK-55362), from
-            a thread of its own (:func:`_shut_down_soon`)."""
+            """Shut the release pool down without waiting for its threads (SPARK-55362),
+            unless its lock is held (:func:`_shut_down_unless_held`)."""
             with cls._lock:
                 pool = cls._release_thread_pool_instance
                 cls._release_thread_pool_instance = None
             if pool is not None:
-                _shut_down_soon(pool)
+                _shut_down_unless_held(pool)
 
         setattr(shutdown, _MARK, True)
         iterator.shutdown = classmethod(shutdown)
         return True
 
 
-def _shut_down_soon(pool: Any) -> None:
-    """``pool.shutdown(wait=False)`` on a new daemon thread.
+def _shut_down_unless_held(pool: Any) -> None:
+    """``pool.shutdown(wait=False)``, unless the pool's own lock is held right now.
 
-    Not on the calling thread: the collector can free a session *inside* the pool's own
-    ``submit`` (a release sent while a dropped session waits to be freed), on the thread that
-    holds the pool's ``_shutdown_lock``; ``shutdown`` takes that lock too, and a thread waiting
-    for a lock it holds waits forever (seen 2026-12-07: a process's fourth session hung in
-    ``catalog.functionExists``). The new thread takes the lock once ``submit`` lets it go.
+    The collector can free a session *inside* the pool's ``submit`` (a release sent while a
+    dropped session waits to be freed), on the thread that holds the pool's ``_shutdown_lock``;
+    ``shutdown`` takes that lock too, and a thread waiting for a lock it holds waits forever
+    (seen 2026-12-07: a process's fourth session hung in ``catalog.functionExists``). So a held
+    lock leaves the pool as it is: the client has already dropped it, and once it is collected
+    its idle threads end (``ThreadPoolExecutor``'s own weak-reference callback), at the latest
+    at the interpreter's exit. No thread is started here: at the interpreter's exit, where the
+    collector frees the last sessions, a new thread never starts (a hang seen with that design).
     """
-    # RuntimeError: the interpreter is exiting, and its exit hook ends the pool's threads
-    with contextlib.suppress(RuntimeError):
-        threading.Thread(
-            target=pool.shutdown, kwargs={"wait": False}, name="connect-release-pool-shutdown",
-            daemon=True,
-        ).start()  # fmt: skip
+    lock = getattr(pool, "_shutdown_lock", None)
+    if lock is not None:
+        if not lock.acquire(blocking=False):
+            return
+        lock.release()  # not inside submit on this thread: waiting for another thread is safe
+    pool.shutdown(wait=False)
