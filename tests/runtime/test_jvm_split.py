@@ -37,14 +37,17 @@ def load_builder() -> Any:
     return module
 
 
-def words_of(spark: Any, texts: list[str | None], *, regex: bool = False) -> list[list[str]]:
-    """Each text's words by :func:`C.split_words` (by the regex when ``regex``), in order."""
+def words_of(
+    spark: Any, texts: list[str | None], *, regex: bool = False, partitions: int = 0
+) -> list[list[str]]:
+    """Each text's words by :func:`C.split_words` (:func:`C.regex_split_words` when ``regex``),
+    in order; the texts spread over ``partitions`` first when it is not 0 (the executors').
+    Child processes (Connect, ``spark-submit``) import it too."""
     frame = spark.createDataFrame(pd.DataFrame({"i": range(len(texts)), "s": texts}))
-    if regex:
-        words = frame.select("i", F.explode(F.split("s", C._WHITESPACE)).alias("w"))
-        words = words.where("w != ''")
-    else:
-        words = C.split_words(frame, "s", "w", ["i"])
+    if partitions:
+        frame = frame.repartition(partitions)
+    split = C.regex_split_words if regex else C.split_words
+    words = split(frame, "s", "w", ["i"])
     got: list[list[str]] = [[] for _ in texts]
     # explode keeps each array's order within a row; posexplode is not needed for one row's
     # words as long as they are collected from one partition in order
@@ -172,9 +175,9 @@ def test_a_session_that_cannot_load_the_function_splits_by_regex(
 
 CHILD = """
 import json, logging, sys, uuid
-from airflow_trident.runtime.spark import compile as C
 from airflow_trident.runtime.spark.jvm_functions import split_function
 from airflow_trident.runtime.spark.session import remote_session
+from tests.runtime.test_jvm_split import words_of
 texts = json.loads(sys.argv[2])
 said = []
 handler = logging.Handler()
@@ -189,10 +192,7 @@ share = "jvm-split-" + uuid.uuid4().hex
 for key in (None, None, share, share):
     said.clear()
     with remote_session(sys.argv[1], share=key) as spark:
-        frame = spark.createDataFrame([(i, t) for i, t in enumerate(texts)], "i long, s string")
-        words = [[] for _ in texts]
-        for row in C.split_words(frame, "s", "w", ["i"]).coalesce(1).collect():
-            words[row["i"]].append(row["w"])
+        words = words_of(spark, texts)
         out.append({"function": split_function(spark), "words": words, "said": list(said)})
 print(json.dumps(out))
 """
@@ -224,16 +224,11 @@ def test_a_connect_session_uploads_the_jar_and_splits_as_in_python(connect_url: 
 DRIVER = """
 import json, logging, sys
 logging.basicConfig(level=logging.INFO)  # as the batch's job (batch/spark_job.py)
-from airflow_trident.runtime.spark import compile as C
 from airflow_trident.runtime.spark.jvm_functions import split_function
 from airflow_trident.runtime.spark.session import spark_session
+from tests.runtime.test_jvm_split import words_of
 spark = spark_session("jvm-split-test")
-texts = json.loads(sys.argv[1])
-frame = spark.createDataFrame([(i, t) for i, t in enumerate(texts)], "i long, s string")
-frame = frame.repartition(4)  # on the executors
-words = [[] for _ in texts]
-for row in C.split_words(frame, "s", "w", ["i"]).coalesce(1).collect():
-    words[row["i"]].append(row["w"])
+words = words_of(spark, json.loads(sys.argv[1]), partitions=4)  # on the executors
 print("RESULT " + json.dumps({"function": split_function(spark), "words": words}), flush=True)
 spark.stop()
 """

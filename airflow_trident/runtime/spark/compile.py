@@ -40,6 +40,7 @@ __all__ = [
     "hash_pid",
     "is_split",
     "join",
+    "regex_split_words",
     "select",
     "split_words",
     "union",
@@ -77,9 +78,15 @@ def split_words(df: DataFrame, source: str, target: str, keep: Sequence[str]) ->
     with the ``keep`` columns: by the package's Java ``str.split()`` where the session has it
     (:mod:`~airflow_trident.runtime.spark.jvm_functions`), else by Spark's ``split``."""
     function = split_function(df.sparkSession)
-    if function is not None:  # no empty words
-        text = F.call_udf(function, col(source))
-        return df.select(*[col(c) for c in keep], F.explode(text).alias(target))
+    if function is None:
+        return regex_split_words(df, source, target, keep)
+    text = F.call_udf(function, col(source))  # no empty words
+    return df.select(*[col(c) for c in keep], F.explode(text).alias(target))
+
+
+def regex_split_words(df: DataFrame, source: str, target: str, keep: Sequence[str]) -> DataFrame:
+    """:func:`split_words` by Spark's ``split`` on Python's whitespace, for a session without the
+    Java function."""
     text = F.split(col(source), _WHITESPACE)
     words = df.select(*[col(c) for c in keep], F.explode(text).alias(target))
     return words.where(col(target) != F.lit(""))
