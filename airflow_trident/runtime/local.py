@@ -56,6 +56,7 @@ from airflow_trident.runtime.operations import prepared
 from airflow_trident.runtime.repartition import repartition
 from airflow_trident.runtime.result import Partitions, ProcessResult, StagedState
 from airflow_trident.runtime.window import dry_window_results, window_results
+from airflow_trident.spout.ranges import read_ahead
 from airflow_trident.topology import TridentTopology
 from airflow_trident.tuple import Fields, TridentCollector, TridentTuple, tuple_type
 
@@ -168,6 +169,7 @@ class LocalBatchProcessor:
         for stage in self.plan.phase(phase):
             if stage.source is not None:
                 emitted = sources.get(stage.source.id, {})
+                read_ahead(emitted.values())
                 if isinstance(stage.source, SpoutNode):
                     result.emitted[stage.source.id] = {p: len(r) for p, r in emitted.items()}
                 parts: Partitions = [list(rows) for _, rows in sorted(emitted.items())] or [[]]

@@ -12,11 +12,15 @@ import re
 import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from airflow_trident.connections import kafka_client_settings
 from airflow_trident.errors import ConfigurationError, SpoutEmitError, SpoutUnavailableError
 
 __all__ = [
+    "Span",
+    "SpansRead",
     "Watermarks",
     "consumer",
     "discover",
@@ -31,7 +35,7 @@ spout's isolation level may read (``read_committed``: the last stable offset).""
 
 
 def _client_config(config: Mapping[str, str], isolation: str | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {str(k): v for k, v in config.items()}
+    out = kafka_client_settings(config)
     out.setdefault("group.id", f"trident-{uuid.uuid4().hex[:12]}")  # librdkafka needs one
     out["enable.auto.commit"] = False
     out["enable.partition.eof"] = True
@@ -69,7 +73,7 @@ def discover(
     """
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({k: v for k, v in config.items() if k != "group.id"})
+    admin = AdminClient({k: v for k, v in kafka_client_settings(config).items() if k != "group.id"})
     try:
         meta = admin.list_topics(timeout=timeout_s)
     except Exception as exc:  # KafkaException: no broker answered
@@ -125,6 +129,10 @@ def offsets_for_time(
     return {int(tp.partition): int(tp.offset) for tp in found}
 
 
+Span = tuple[str, int, int, int]
+"""``(topic, partition, first, end)``: offsets ``[first, end)`` of one topic partition."""
+
+
 def read_range(
     config: Mapping[str, str],
     topic: str,
@@ -136,69 +144,157 @@ def read_range(
     isolation: str = "read_committed",
 ) -> list[tuple[Any, ...]]:
     """The raw records of ``topic``'s ``partition`` at offsets ``[first, end)`` that a reader
-    of ``isolation`` gets (see :mod:`~airflow_trident.spout.kafka_records`), in offset order.
+    of ``isolation`` gets (see :mod:`~airflow_trident.spout.kafka_records`), in offset order:
+    :func:`read_ranges` of one range."""
+    span = (topic, partition, first, end)
+    return read_ranges(config, [span], timeout_s, {span: where}, isolation)[span]
+
+
+def read_ranges(
+    config: Mapping[str, str],
+    spans: Sequence[Span],
+    timeout_s: float,
+    where: Mapping[Span, str],
+    isolation: str = "read_committed",
+) -> dict[Span, list[tuple[Any, ...]]]:
+    """The raw records of each ``(topic, partition, first, end)`` of ``spans`` (at most one
+    per partition), in offset order, read by one consumer assigned to all of them: one
+    connection and fetches that carry every partition, where a consumer per range pays its
+    connection each. ``where`` names each range in errors.
 
     Raises
     ------
     SpoutEmitError
-        When offsets of the range are no longer held (retention): naming topic, partition
+        When offsets of a range are no longer held (retention): naming topic, partition
         and offsets (a transactional replay is never partial).
     SpoutUnavailableError
-        When the partition's leader does not answer within ``timeout_s``.
+        When a partition's leader does not answer within ``timeout_s``.
     """
-    if end <= first:
-        return []
-    from confluent_kafka import KafkaError, TopicPartition
+    read = read_spans(config, spans, timeout_s, where, isolation)
+    if read.error is not None:
+        raise read.error
+    return read.records
+
+
+@dataclass
+class SpansRead:
+    """What :func:`read_spans` read: the records of each range read to its end and, when one
+    failed, that range (``failed``) and its error; ranges after it may be missing."""
+
+    records: dict[Span, list[tuple[Any, ...]]]
+    failed: Span | None = None
+    error: SpoutEmitError | SpoutUnavailableError | None = None
+
+
+def read_spans(
+    config: Mapping[str, str],
+    spans: Sequence[Span],
+    timeout_s: float,
+    where: Mapping[Span, str],
+    isolation: str = "read_committed",
+) -> SpansRead:
+    """:func:`read_ranges` that returns its error with the range it belongs to (the first
+    range, in ``spans``' order, that could not be read) instead of raising it."""
+    records: dict[Span, list[tuple[Any, ...]]] = {span: [] for span in spans}
+    todo = {(t, p): (t, p, first, end) for t, p, first, end in spans if end > first}
+    if len(todo) < len([s for s in spans if s[3] > s[2]]):
+        msg = f"read_ranges: at most one range per partition, got {list(spans)}"
+        raise ValueError(msg)
+    if not todo:
+        return SpansRead(records)
+    from confluent_kafka import TopicPartition
 
     reader = consumer(config, isolation)
     try:
-        low = watermarks(reader, topic, [partition], timeout_s)[partition]
-        if low is None:
-            msg = (f"{where}: topic {topic!r} partition {partition} did not answer in "
-                   f"{timeout_s:g}s (its leader is down?)")  # fmt: skip
-            raise SpoutUnavailableError(msg)
-        gone = range_gone(low, where, topic, partition, first, end)
-        if gone is not None:
-            raise gone
-        reader.assign([TopicPartition(topic, partition, first)])
-        records: list[tuple[Any, ...]] = []
+        for (topic, partition), span in todo.items():
+            low = watermarks(reader, topic, [partition], timeout_s)[partition]
+            if low is None:
+                msg = (f"{where[span]}: topic {topic!r} partition {partition} did not answer "
+                       f"in {timeout_s:g}s (its leader is down?)")  # fmt: skip
+                return _failed(records, todo, span, SpoutUnavailableError(msg))
+            gone = range_gone(low, where[span], topic, partition, span[2], span[3])
+            if gone is not None:
+                return _failed(records, todo, span, gone)
+        reader.assign([TopicPartition(t, p, span[2]) for (t, p), span in todo.items()])
         deadline = time.monotonic() + timeout_s
-        while True:
+        while todo:
             if time.monotonic() > deadline:
-                msg = (
-                    f"{where}: topic {topic!r} partition {partition} offsets [{first}, {end}) "
-                    f"not read to their end in {timeout_s:g}s (read up to "
-                    f"{records[-1][4] if records else first}; the leader is down, or a "
-                    f"transaction in the range is still open?)"
-                )
-                raise SpoutUnavailableError(msg)
+                span = next(iter(todo.values()))
+                error = _not_read(span, records[span], where, timeout_s)
+                return _failed(records, todo, span, error)
             message = reader.poll(0.5)
-            if message is None:
-                continue
-            error = message.error()
-            if error is not None:
-                if error.code() == KafkaError._PARTITION_EOF:
-                    if (message.offset() or 0) >= end:
-                        return records
-                    continue
-                if error.code() == KafkaError.OFFSET_OUT_OF_RANGE:
-                    raise SpoutEmitError(aged_out(where, topic, partition, first, end, None))
-                if error.fatal() or not error.retriable():
-                    msg = f"{where}: topic {topic!r} partition {partition}: {error.str()}"
-                    raise SpoutEmitError(msg)
-                continue
-            offset = int(message.offset())
-            if offset >= end:
-                return records
-            if offset >= first:
-                headers = message.headers()
-                timestamp = message.timestamp()[1]
-                records.append((message.key(), message.value(), topic, partition, offset,
-                                timestamp, list(headers) if headers else None))  # fmt: skip
-            if offset + 1 >= end:
-                return records
+            if message is not None:
+                failure = _take(message, todo, records, where)
+                if failure is not None:
+                    return _failed(records, todo, *failure)
     finally:
         reader.close()
+    return SpansRead(records)
+
+
+def _failed(
+    records: dict[Span, list[tuple[Any, ...]]],
+    todo: Mapping[tuple[str, int], Span],
+    span: Span,
+    error: SpoutEmitError | SpoutUnavailableError,
+) -> SpansRead:
+    """The ranges read to their end, and ``span``'s ``error``."""
+    unread = set(todo.values()) | {span}
+    return SpansRead({s: r for s, r in records.items() if s not in unread}, span, error)
+
+
+def _take(
+    message: Any,
+    todo: dict[tuple[str, int], Span],
+    out: dict[Span, list[tuple[Any, ...]]],
+    where: Mapping[Span, str],
+) -> tuple[Span, SpoutEmitError] | None:
+    """Add ``message`` to its range's records (a range read to its end leaves ``todo``), or
+    the range it fails and why."""
+    from confluent_kafka import KafkaError
+
+    span = todo.get((message.topic(), message.partition()))
+    error = message.error()
+    if span is None:  # a partition already read to its end, or an error of the consumer's
+        unpartitioned = message.partition() is None
+        if error is not None and (error.fatal() or (unpartitioned and not error.retriable())):
+            first_span = next(iter(todo.values()))
+            return first_span, SpoutEmitError(f"{where[first_span]}: {error.str()}")
+        return None
+    topic, partition, first, end = span
+    if error is not None:
+        if error.code() == KafkaError._PARTITION_EOF:
+            if (message.offset() or 0) >= end:
+                del todo[(topic, partition)]
+            return None
+        if error.code() == KafkaError.OFFSET_OUT_OF_RANGE:
+            return span, SpoutEmitError(aged_out(where[span], topic, partition, first, end, None))
+        if error.fatal() or not error.retriable():
+            msg = f"{where[span]}: topic {topic!r} partition {partition}: {error.str()}"
+            return span, SpoutEmitError(msg)
+        return None
+    offset = int(message.offset())
+    if first <= offset < end:
+        headers = message.headers()
+        out[span].append((message.key(), message.value(), topic, partition, offset,
+                          message.timestamp()[1], list(headers) if headers else None))  # fmt: skip
+    if offset + 1 >= end:
+        del todo[(topic, partition)]
+    return None
+
+
+def _not_read(
+    span: Span, records: list[tuple[Any, ...]], where: Mapping[Span, str], timeout_s: float
+) -> SpoutUnavailableError:
+    """The error of a range not read to its end in time."""
+    topic, partition, first, end = span
+    msg = (
+        f"{where[span]}: topic {topic!r} partition {partition} offsets [{first}, {end}) "
+        f"not read to their end in {timeout_s:g}s (read up to "
+        f"{records[-1][4] if records else first}; the leader is down, or a "
+        f"transaction in the range is still open?)"
+    )
+    return SpoutUnavailableError(msg)
 
 
 def range_gone(

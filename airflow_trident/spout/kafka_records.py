@@ -182,6 +182,44 @@ class KafkaRange:
     isolation: str = "read_committed"
     """The spout's isolation level: the in-process read's, as Spark's ``spark_options``."""
     _rows: list[Row] | None = field(default=None, repr=False, compare=False)
+    _raws: list[RawRecord] | None = field(default=None, repr=False, compare=False)
+    """Read ahead by :meth:`read_together`, parsed when the range is read."""
+    _error: Exception | None = field(default=None, repr=False, compare=False)
+    """The error :meth:`read_together` met reading this range, raised when it is read."""
+
+    @classmethod
+    def read_together(cls, ranges: Sequence[KafkaRange]) -> None:
+        """Read ``ranges`` ahead, those of one connection, isolation level and timeout by one
+        consumer (:func:`~airflow_trident.spout.kafka_client.read_spans`): each then parses
+        its records when read, and a range the read failed raises that error then, so a
+        batch meets the errors (malformed records, a range gone, a leader down) in the
+        order reading the ranges one by one meets them."""
+        from airflow_trident.spout.kafka_client import read_spans
+
+        groups: dict[tuple[str, str, float], list[KafkaRange]] = {}
+        for source in ranges:
+            if source._rows is None and source._raws is None and source.next > source.first:
+                key = (json.dumps(dict(source.config), sort_keys=True, default=str),
+                       source.isolation, source.timeout_s)  # fmt: skip
+                groups.setdefault(key, []).append(source)
+        for group in groups.values():
+            by_span = {source.span: source for source in group}
+            partitions = {(source.topic, source.partition) for source in group}
+            if len(group) < 2 or len(partitions) < len(group):  # one, or two of a partition
+                continue
+            first = group[0]
+            read = read_spans(first.config, list(by_span), first.timeout_s,
+                              {span: s.where for span, s in by_span.items()},
+                              first.isolation)  # fmt: skip
+            for span, raws in read.records.items():
+                by_span[span]._raws = raws
+            if read.failed is not None:
+                by_span[read.failed]._error = read.error
+
+    @property
+    def span(self) -> tuple[str, int, int, int]:
+        """``(topic, partition, first, next)``."""
+        return (self.topic, self.partition, self.first, self.next)
 
     @property
     def where(self) -> str:
@@ -212,8 +250,14 @@ class KafkaRange:
         if self._rows is None:
             from airflow_trident.spout.kafka_client import read_range
 
-            raws = read_range(self.config, self.topic, self.partition, self.first, self.next,
-                              self.timeout_s, self.where, self.isolation)  # fmt: skip
+            if self._error is not None:
+                error, self._error = self._error, None  # read again if asked again
+                raise error
+            raws, self._raws = self._raws, None
+            if raws is None:
+                topic, partition, first, end = self.span
+                raws = read_range(self.config, topic, partition, first, end, self.timeout_s,
+                                  self.where, self.isolation)  # fmt: skip
             rows = [self.parser.parse(raw) for raw in raws]
             self._rows = [r for r in rows if r is not None]
         return self._rows

@@ -26,11 +26,19 @@ Examples
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, SupportsIndex, overload, runtime_checkable
 
-__all__ = ["LineParse", "PartitionRows", "ReadSpec", "SourceRange", "emit_range", "emitted_counts"]
+__all__ = [
+    "LineParse",
+    "PartitionRows",
+    "ReadSpec",
+    "SourceRange",
+    "emit_range",
+    "emitted_counts",
+    "read_ahead",
+]
 
 Row = tuple[Any, ...]
 
@@ -84,6 +92,25 @@ class SourceRange(Protocol):
 
     def read_spec(self) -> ReadSpec:
         """How Spark reads it."""
+
+
+def read_ahead(partitions: Iterable[Any]) -> None:
+    """Before a process reads every partition of a batch in turn: ranges of a kind that reads
+    many at once (a ``read_together(ranges)`` class method, e.g. Kafka ranges: one consumer for
+    all partitions) are read now, together. Reading each partition then gives the same
+    records and meets the same errors, in the same order; other partitions are left alone.
+
+    >>> read_ahead([[("a",)], PartitionRows()])  # no range that reads together: nothing to do
+    """
+    kinds: dict[type, list[Any]] = {}
+    for part in partitions:
+        if isinstance(part, PartitionRows):
+            for source in part.ranges:
+                kinds.setdefault(type(source), []).append(source)
+    for kind, ranges in kinds.items():
+        together = getattr(kind, "read_together", None)
+        if together is not None and len(ranges) > 1:
+            together(ranges)
 
 
 class PartitionRows(list[Row]):

@@ -241,7 +241,8 @@ def _reader(config: Mapping[str, str], group: str, *, stable: bool = True) -> An
     ``read_committed``); else it returns the last committed offsets at once."""
     from confluent_kafka import Consumer
 
-    settings = {k: v for k, v in config.items() if not k.startswith(_PRODUCER_ONLY)}
+    settings = {k: v for k, v in connections.kafka_client_settings(config).items()
+                if not k.startswith(_PRODUCER_ONLY)}  # fmt: skip
     isolation = "read_committed" if stable else "read_uncommitted"
     settings.update(
         {"group.id": group, "enable.auto.commit": "false", "isolation.level": isolation}
@@ -539,7 +540,7 @@ class KafkaSinkState:
         committing is complete."""
         from confluent_kafka import KafkaException, Producer
 
-        settings = dict(config)
+        settings = connections.kafka_client_settings(config)
         settings.setdefault("partitioner", "murmur2_random")  # the Java client's, by key
         settings["transactional.id"] = self.transactional_id
         producer = Producer(settings)

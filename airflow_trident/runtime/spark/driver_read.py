@@ -24,7 +24,7 @@ import pyarrow as pa
 
 from airflow_trident.runtime.spark.compile import ROW
 from airflow_trident.runtime.spark.native import ARROW_TYPES
-from airflow_trident.spout.ranges import PartitionRows
+from airflow_trident.spout.ranges import PartitionRows, read_ahead
 
 __all__ = ["READ_HERE_BYTES", "READ_HERE_RECORDS", "reads_here", "table_here"]
 
@@ -79,6 +79,7 @@ def table_here(
     names = [name for name, _ in schema]
     kinds = dict(schema)
     rows_of: list[list[Row]] = []
+    read_ahead(part for _, part in parts)
     for _, part in parts:
         rows = list(part)
         if not part.counted:
