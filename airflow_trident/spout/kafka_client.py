@@ -129,6 +129,9 @@ def offsets_for_time(
     return {int(tp.partition): int(tp.offset) for tp in found}
 
 
+_FETCHED = 5000
+"""Messages one ``consume`` call returns at most."""
+
 Span = tuple[str, int, int, int]
 """``(topic, partition, first, end)``: offsets ``[first, end)`` of one topic partition."""
 
@@ -222,11 +225,12 @@ def read_spans(
                 span = next(iter(todo.values()))
                 error = _not_read(span, records[span], where, timeout_s)
                 return _failed(records, todo, span, error)
-            message = reader.poll(0.5)
-            if message is not None:
+            for message in reader.consume(_FETCHED, 0.5):  # a list: far fewer calls than poll
                 failure = _take(message, todo, records, where)
                 if failure is not None:
                     return _failed(records, todo, *failure)
+                if not todo:
+                    break
     finally:
         reader.close()
     return SpansRead(records)
