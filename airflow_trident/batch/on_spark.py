@@ -48,9 +48,13 @@ def stage_frames(
     states: dict[str, dict[str, Any]] = {}
     for name, staged in result.staged.items():
         path = f"{directory}/{name}"
-        frame = staged.frame.select(*[col(f) for f in staged.fields])
-        result.run(_writer(frame, _uri(staging, path)))
-        files = _staged_files(staging, path, staged.partitions, plan.txid, name)
+        here = result.staged_here(name)
+        if here is not None:
+            files = [_write_here(staging, path, here)]
+        else:
+            frame = staged.frame.select(*[col(f) for f in staged.fields])
+            result.run(_writer(frame, _uri(staging, path)))
+            files = _staged_files(staging, path, staged.partitions, plan.txid, name)
         states[name] = {
             "kind": staged.kind,
             "fields": list(staged.fields),
@@ -92,6 +96,19 @@ def _staged_files(
 
 
 _PART = re.compile(r"part-(\d+)-")
+
+
+def _write_here(staging: StagingArea, path: str, table: Any) -> dict[str, Any]:
+    """``table`` (a staged state's rows, collected) as the state's one Parquet file under
+    ``path``, which holds nothing else (a retry of the attempt writes it again)."""
+    import pyarrow.parquet as pq
+
+    filesystem, _ = staging.filesystem()
+    filesystem.create_dir(path, recursive=True)
+    filesystem.delete_dir_contents(path, missing_dir_ok=True)
+    target = f"{path}/part-00000-here.parquet"
+    pq.write_table(table, target, filesystem=filesystem, compression="none")
+    return {"path": target, "rows": table.num_rows}
 
 
 def _writer(frame: Any, uri: str) -> Any:

@@ -130,7 +130,7 @@ def offsets_for_time(
 
 
 _FETCHED = 5000
-"""Messages one ``consume`` call returns at most."""
+"""Messages one ``consume`` call takes at most."""
 
 Span = tuple[str, int, int, int]
 """``(topic, partition, first, end)``: offsets ``[first, end)`` of one topic partition."""
@@ -225,7 +225,7 @@ def read_spans(
                 span = next(iter(todo.values()))
                 error = _not_read(span, records[span], where, timeout_s)
                 return _failed(records, todo, span, error)
-            for message in reader.consume(_FETCHED, 0.5):  # a list: far fewer calls than poll
+            for message in _next_messages(reader):
                 failure = _take(message, todo, records, where)
                 if failure is not None:
                     return _failed(records, todo, *failure)
@@ -234,6 +234,16 @@ def read_spans(
     finally:
         reader.close()
     return SpansRead(records)
+
+
+def _next_messages(reader: Any) -> list[Any]:
+    """The messages the consumer holds now (one ``consume`` call, not one ``poll`` each), or
+    else the next one within 0.5 s (``consume`` with a timeout waits for a full list)."""
+    messages: list[Any] = reader.consume(_FETCHED, 0)
+    if not messages:
+        message = reader.poll(0.5)
+        messages = [] if message is None else [message]
+    return messages
 
 
 def _failed(

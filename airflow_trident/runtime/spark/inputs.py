@@ -86,7 +86,7 @@ def source(
     """
     parts = sorted(emitted.items())
     if any(isinstance(part, PartitionRows) and part.native for _, part in parts):
-        if reads_here(parts, read_here_bytes, read_here_records):
+        if not read_by_spark(emitted, read_here_bytes, read_here_records):
             ranged = cast(list[tuple[str, PartitionRows]], parts)  # reads_here checked it
             return _source_here(spark, fields, ranged, columns, exact, sentinel, sample_rows)
         return _native_source(spark, fields, parts, columns, exact, sentinel, sample_rows)
@@ -114,6 +114,19 @@ def source(
     types = {c: from_arrow_type(a.type) for c, a in zip(columns, arrays, strict=False)}
     frame = Frame(df, fields, columns, Sample(sample), frozenset(pickled), exact, n, sentinel)
     return frame.but(known_types=types)
+
+
+def read_by_spark(
+    emitted: Mapping[str, Sequence[Row]],
+    read_here_bytes: int = READ_HERE_BYTES,
+    read_here_records: int = READ_HERE_RECORDS,
+) -> bool:
+    """Whether :func:`source` has Spark read ``emitted`` (ranges too large to read here);
+    else this process reads or holds every tuple of it."""
+    parts = sorted(emitted.items())
+    if not any(isinstance(part, PartitionRows) and part.native for _, part in parts):
+        return False
+    return not reads_here(parts, read_here_bytes, read_here_records)
 
 
 def _source_here(

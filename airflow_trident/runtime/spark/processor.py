@@ -218,7 +218,7 @@ class _Run:
         self.stages = p.plan.phase(phase)
         self.live = analyze(p.plan, phase, keep)
         self.frames: dict[str, Frame] = {}
-        self.result = SparkProcessResult(txid)
+        self.result = SparkProcessResult(txid, inputs_here=True)
         self.uses: dict[str, int] = {}
         for stage in self.stages:
             for inp in stage.inputs:
@@ -324,6 +324,8 @@ class _Run:
         """The frame the stage's (remaining) ops start from."""
         if stage.source is not None:
             columns = tuple(f for f in stage.in_fields if f in live.entry)
+            if inputs.read_by_spark(emitted, self.p.read_here_bytes, self.p.read_here_records):
+                self.result.inputs_here = False
             return inputs.source(
                 self.spark,
                 stage.in_fields,

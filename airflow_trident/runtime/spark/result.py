@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Literal, TypeVar
 
+import pyarrow as pa
 from pyspark.sql import DataFrame
+from pyspark.sql import types as T
 
 from airflow_trident.errors import MalformedRecordError, TridentError
 from airflow_trident.runtime.result import ProcessResult, StagedState
@@ -28,6 +30,9 @@ __all__ = ["SparkProcessResult", "SparkStagedState", "frame_rows"]
 R = TypeVar("R")
 
 log = logging.getLogger(__name__)
+
+_SIMPLE_TYPES = (T.StringType, T.LongType, T.IntegerType, T.ShortType, T.ByteType,
+                 T.DoubleType, T.FloatType, T.BooleanType, T.BinaryType)  # fmt: skip
 
 
 def frame_rows(df: DataFrame, fields: Fields, pickled: frozenset[str]) -> list[tuple[Any, ...]]:
@@ -83,6 +88,9 @@ class SparkProcessResult:
     range_gone: Callable[[], TridentError | None] | None = None
     """The refusal of the batch's first range its source no longer holds (a Kafka range aged
     out), asked when an action fails (see ``native.range_gone``)."""
+    inputs_here: bool = False
+    """Whether this process read or held every tuple the batch's sources emitted (no range
+    was read by Spark): its input fit in the driver's memory."""
 
     @property
     def records_in(self) -> int:
@@ -103,6 +111,24 @@ class SparkProcessResult:
         """``(kind, fields, DataFrame)`` of each staged state (see :class:`SparkStagedState`
         for pickled columns)."""
         return {name: (s.kind, s.fields, s.frame) for name, s in self.staged.items()}
+
+    def staged_here(self, name: str) -> pa.Table | None:
+        """State ``name``'s staged rows collected to this process, when writing them here
+        beats a Spark write job (~0.1 s per batch on ``local[2]``): the batch's input was
+        read here (:attr:`inputs_here`), the state is an aggregate's (a row per group, no more
+        than the input's tuples) without fixed commit partitions, and every column is of a
+        type whose Parquet values read back alike from either writer (strings, integers,
+        floating point, booleans, bytes). ``None``: write them with Spark's writer."""
+        staged = self.staged[name]
+        if not self.inputs_here or staged.partitions is not None or not staged.fields:
+            return None
+        if staged.kind not in ("combine", "reduce"):
+            return None
+        types = {f.name: f.dataType for f in staged.frame.schema.fields}  # cached: no request
+        if not all(isinstance(types.get(name), _SIMPLE_TYPES) for name in staged.fields):
+            return None
+        table: pa.Table = self.run(staged.frame.select(*[col(f) for f in staged.fields]).toArrow)
+        return table
 
     def run(self, action: Callable[[], R]) -> R:
         """Run a Spark action; a failure becomes the batch's error (``BatchFailedError``), a
