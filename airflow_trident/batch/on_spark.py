@@ -34,6 +34,12 @@ def stage_frames(
     partitions), then the manifest (last) listing every file with its row count (read from the
     Parquet footers).
 
+    A small batch's aggregate (its input read by the driver, no fixed commit partitions,
+    columns of simple types: :meth:`SparkProcessResult.staged_here
+    <airflow_trident.runtime.spark.SparkProcessResult.staged_here>`) is collected and written
+    here as one file instead: a Spark write job costs ~0.1 s more than the collect, a quarter
+    of a 10,000-record batch's Spark time.
+
     A state whose commit partitions are fixed (``SparkStagedState.partitions``) lists exactly
     that many, in order: Spark's file ``part-<i>-...`` is commit partition ``i``, and a
     partition Spark wrote no file for (it had no rows) is listed with ``"path": None`` — so its

@@ -134,8 +134,10 @@ def test_errors_are_met_in_the_order_reading_one_by_one_meets_them(
     met = read_each(together)
     # Then each partition gives the same rows or the same error
     assert met == one_by_one
-    assert met[0][0] == MalformedRecordError.__name__ and "partition 0 offset 1" in met[0][1]
-    assert met[1][0] == SpoutEmitError.__name__ and "partition 1 offsets [0, 3)" in met[1][1]
+    assert met[0][0] == MalformedRecordError.__name__
+    assert "partition 0 offset 1" in met[0][1]
+    assert met[1][0] == SpoutEmitError.__name__
+    assert "partition 1 offsets [0, 3)" in met[1][1]
     assert [row[1] for row in met[2]] == ["c", "c"]
     # And a range whose read failed reads again when asked again (a retry in the process)
     again = together[1]
