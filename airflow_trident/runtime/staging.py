@@ -85,6 +85,26 @@ def table_to_rows(
     return list(zip(*columns, strict=True)) if columns else []
 
 
+def _read_staged(path: str, filesystem: Any) -> pa.Table:
+    """A staged file's table. Spark's Parquet writer stores a ``TimestampType`` (an instant)
+    as ``INT96`` by default, which Arrow reads as a timestamp without time zone: such columns
+    are read as UTC instants, the values the in-process runtime stages (and Arrow's own
+    files carry their time zone)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    with filesystem.open_input_file(path) as source:
+        parquet = pq.ParquetFile(source, coerce_int96_timestamp_unit="us")
+        instants = {parquet.schema.column(i).path for i in range(len(parquet.schema))
+                    if parquet.schema.column(i).physical_type == "INT96"}  # fmt: skip
+        table = parquet.read()
+    for name in instants & set(table.column_names):
+        index = table.column_names.index(name)
+        utc = table.column(index).cast(pa.timestamp("us", tz="UTC"))
+        table = table.set_column(index, pa.field(name, utc.type), utc)
+    return table
+
+
 @dataclass(frozen=True)
 class StagingArea:
     """Where one topology's batches are staged."""
@@ -224,7 +244,6 @@ class StagingArea:
         BatchIncompleteError
             If the file is missing or holds another number of rows than listed.
         """
-        import pyarrow.parquet as pq
 
         filesystem, _ = self.filesystem()
         where = (
@@ -242,7 +261,7 @@ class StagingArea:
                 raise BatchIncompleteError(msg)
             return []
         try:
-            table = pq.read_table(staged_file["path"], filesystem=filesystem)
+            table = _read_staged(staged_file["path"], filesystem)
         except (FileNotFoundError, OSError) as exc:
             msg = f"{where}: staged file {staged_file['path']} of state {state!r} is missing"
             raise BatchIncompleteError(msg) from exc

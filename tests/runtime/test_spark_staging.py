@@ -126,7 +126,7 @@ def test_a_small_batchs_aggregate_is_staged_by_the_driver_and_commits_as_spark_s
     assert stored_counts["here"] == stored_counts["tasks"] == dict(expected)
 
 
-def test_an_aggregate_of_timestamps_is_staged_by_spark(
+def test_an_aggregate_of_timestamps_is_staged_by_spark_and_commits_the_same_instants(
     spark: Any, tmp_path: Path, unique_name: str
 ) -> None:
     import datetime as dt
@@ -146,11 +146,14 @@ def test_an_aggregate_of_timestamps_is_staged_by_spark(
     txid = int(steps.begin("r1")["txid"])
     # When it is staged on Spark
     manifest = process_on_spark(steps, spark, txid, 0.0)
-    # Then Spark's writer staged it (as before the driver could), and the commit applies it
+    # Then Spark's writer staged it (INT96 timestamps), and the commit stores the in-process
+    # runtime's values: the same instants, with their time zone
     assert _staged(manifest)
     assert not any(n.endswith("-here.parquet") for n in _staged(manifest))
     assert steps.commit(txid)["applied"] is True
-    assert len(steps.query_state("counts").multi_get([("a",), ("b",)])) == 2
+    stored_values = steps.query_state("counts").multi_get([("a",), ("b",)])
+    assert stored_values == [day, day + dt.timedelta(hours=1)]
+    assert all(type(v) is dt.datetime and v.utcoffset() == dt.timedelta(0) for v in stored_values)
 
 
 def test_a_retry_stages_the_driver_file_again_alone(
