@@ -16,6 +16,7 @@ from typing import Any, Literal, TypeVar
 
 import pyarrow as pa
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from airflow_trident.errors import MalformedRecordError, TridentError
@@ -30,6 +31,8 @@ __all__ = ["SparkProcessResult", "SparkStagedState", "frame_rows"]
 R = TypeVar("R")
 
 log = logging.getLogger(__name__)
+
+_SPARK_PARTITION = "__trident_spark_partition"
 
 _SIMPLE_TYPES = (T.StringType, T.LongType, T.IntegerType, T.ShortType, T.ByteType,
                  T.DoubleType, T.FloatType, T.BooleanType, T.BinaryType)  # fmt: skip
@@ -112,13 +115,15 @@ class SparkProcessResult:
         for pickled columns)."""
         return {name: (s.kind, s.fields, s.frame) for name, s in self.staged.items()}
 
-    def staged_here(self, name: str) -> pa.Table | None:
-        """State ``name``'s staged rows collected to this process, when writing them here
-        beats a Spark write job (~0.1 s per batch on ``local[2]``): the batch's input was
-        read here (:attr:`inputs_here`), the state is an aggregate's (a row per group, no more
-        than the input's tuples) without fixed commit partitions, and every column is of a
-        type whose Parquet values read back alike from either writer (strings, integers,
-        floating point, booleans, bytes). ``None``: write them with Spark's writer."""
+    def staged_here(self, name: str) -> dict[int, pa.Table] | None:
+        """State ``name``'s staged rows collected to this process, by Spark partition (the
+        non-empty ones; partition 0, empty, when there is no row: the files Spark's writer
+        would write), when writing them here beats a Spark write job (~0.1 s per batch on
+        ``local[2]``): the batch's input was read here (:attr:`inputs_here`), the state is an
+        aggregate's (a row per group, no more than the input's tuples) without fixed commit
+        partitions, and every column is of a type whose Parquet values read back alike from
+        either writer (strings, integers, floating point, booleans, bytes). ``None``: write
+        them with Spark's writer."""
         staged = self.staged[name]
         if not self.inputs_here or staged.partitions is not None or not staged.fields:
             return None
@@ -127,8 +132,10 @@ class SparkProcessResult:
         types = {f.name: f.dataType for f in staged.frame.schema.fields}  # cached: no request
         if not all(isinstance(types.get(name), _SIMPLE_TYPES) for name in staged.fields):
             return None
-        table: pa.Table = self.run(staged.frame.select(*[col(f) for f in staged.fields]).toArrow)
-        return table
+        columns = [col(f) for f in staged.fields]
+        frame = staged.frame.select(*columns, F.spark_partition_id().alias(_SPARK_PARTITION))
+        table: pa.Table = self.run(frame.toArrow)
+        return _by_partition(table)
 
     def run(self, action: Callable[[], R]) -> R:
         """Run a Spark action; a failure becomes the batch's error (``BatchFailedError``), a
@@ -207,3 +214,15 @@ class SparkProcessResult:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _by_partition(table: pa.Table) -> dict[int, pa.Table]:
+    """``table``'s rows by their :data:`_SPARK_PARTITION` (dropped), in partition order."""
+    import pyarrow.compute as pc
+
+    parts = table.column(_SPARK_PARTITION)
+    rows = table.drop_columns([_SPARK_PARTITION])
+    if table.num_rows == 0:
+        return {0: rows}
+    return {int(p): rows.filter(pc.equal(parts, p))
+            for p in sorted(pc.unique(parts).to_pylist())}  # fmt: skip
