@@ -129,7 +129,7 @@ class SparkProcessResult:
             return None
         if staged.kind not in ("combine", "reduce"):
             return None
-        types = {f.name: f.dataType for f in staged.frame.schema.fields}  # cached: no request
+        types = {f.name: f.dataType for f in staged.frame.schema.fields}  # one request at most
         if not all(isinstance(types.get(name), _SIMPLE_TYPES) for name in staged.fields):
             return None
         columns = [col(f) for f in staged.fields]
