@@ -148,35 +148,21 @@ def read_range(
 ) -> list[tuple[Any, ...]]:
     """The raw records of ``topic``'s ``partition`` at offsets ``[first, end)`` that a reader
     of ``isolation`` gets (see :mod:`~airflow_trident.spout.kafka_records`), in offset order:
-    :func:`read_ranges` of one range."""
-    span = (topic, partition, first, end)
-    return read_ranges(config, [span], timeout_s, {span: where}, isolation)[span]
-
-
-def read_ranges(
-    config: Mapping[str, str],
-    spans: Sequence[Span],
-    timeout_s: float,
-    where: Mapping[Span, str],
-    isolation: str = "read_committed",
-) -> dict[Span, list[tuple[Any, ...]]]:
-    """The raw records of each ``(topic, partition, first, end)`` of ``spans`` (at most one
-    per partition), in offset order, read by one consumer assigned to all of them: one
-    connection and fetches that carry every partition, where a consumer per range pays its
-    connection each. ``where`` names each range in errors.
+    :func:`read_spans` of one range.
 
     Raises
     ------
     SpoutEmitError
-        When offsets of a range are no longer held (retention): naming topic, partition
+        When offsets of the range are no longer held (retention): naming topic, partition
         and offsets (a transactional replay is never partial).
     SpoutUnavailableError
-        When a partition's leader does not answer within ``timeout_s``.
+        When the partition's leader does not answer within ``timeout_s``.
     """
-    read = read_spans(config, spans, timeout_s, where, isolation)
+    span = (topic, partition, first, end)
+    read = read_spans(config, [span], timeout_s, {span: where}, isolation)
     if read.error is not None:
         raise read.error
-    return read.records
+    return read.records[span]
 
 
 @dataclass
@@ -196,12 +182,16 @@ def read_spans(
     where: Mapping[Span, str],
     isolation: str = "read_committed",
 ) -> SpansRead:
-    """:func:`read_ranges` that returns its error with the range it belongs to (the first
-    range, in ``spans``' order, that could not be read) instead of raising it."""
+    """The raw records of each ``(topic, partition, first, end)`` of ``spans`` (at most one
+    per partition), in offset order, read by one consumer assigned to all of them: one
+    connection and fetches that carry every partition, where a consumer per range pays its
+    connection each. ``where`` names each range in errors. An error is returned with the
+    range it belongs to (the first range, in ``spans``' order, that could not be read), not
+    raised: :func:`read_range`'s errors."""
     records: dict[Span, list[tuple[Any, ...]]] = {span: [] for span in spans}
     todo = {(t, p): (t, p, first, end) for t, p, first, end in spans if end > first}
     if len(todo) < len([s for s in spans if s[3] > s[2]]):
-        msg = f"read_ranges: at most one range per partition, got {list(spans)}"
+        msg = f"read_spans: at most one range per partition, got {list(spans)}"
         raise ValueError(msg)
     if not todo:
         return SpansRead(records)
