@@ -168,6 +168,19 @@ _PLUGINS = (
 )
 """The plugins (also the ``airflow.plugins`` entry points in pyproject.toml, which load them)."""
 
+_ASSET_URIS: tuple[dict[str, Any], ...] = (
+    {
+        "schemes": ["trident"],
+        "handler": "airflow_trident.operators.asset_uris.sanitize_uri",
+        "factory": "airflow_trident.operators.asset_uris.create_asset",
+        "to_openlineage_converter": (
+            "airflow_trident.operators.asset_uris.convert_asset_to_openlineage"
+        ),
+    },
+)
+"""The ``trident://`` assets a topology's tasks emit and DAGs are scheduled on: Airflow
+normalises and checks their URIs with the handler (``operators/asset_uris.py``)."""
+
 _ADDED = __version__
 CONFIG: dict[str, Any] = {
     "trident": {
@@ -325,9 +338,10 @@ def ui_field_behaviour(connection_type: str) -> dict[str, Any]:
 
 
 def get_provider_info() -> dict[str, Any]:
-    """Describe the provider: package, versions, hooks, operators, sensors, triggers,
-    connection types, plugins, the ``[trident]`` config section and the ``airflow trident``
-    commands, in the form of Airflow's ``provider_info.schema.json``."""
+    """Describe the provider: package, versions, hooks, operators, sensors, triggers, the
+    ``trident`` asset URI scheme, connection types, plugins, the ``[trident]`` config section
+    and the ``airflow trident`` commands, in the form of Airflow's
+    ``provider_info.schema.json``."""
     return {
         "package-name": "airflow-trident",
         "name": "Trident",
@@ -350,6 +364,8 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": [
                     "airflow_trident.hooks.zookeeper",
                     "airflow_trident.hooks.state_store",
+                    "airflow_trident.hooks.iceberg",
+                    "airflow_trident.hooks.trident",
                 ],
             }
         ],
@@ -360,6 +376,7 @@ def get_provider_info() -> dict[str, Any]:
                     "airflow_trident.operators.batch",
                     "airflow_trident.operators.process",
                     "airflow_trident.operators.connect",
+                    "airflow_trident.operators.express",
                 ],
             }
         ],
@@ -375,9 +392,13 @@ def get_provider_info() -> dict[str, Any]:
         "triggers": [
             {
                 "integration-name": _INTEGRATION,
-                "python-modules": ["airflow_trident.triggers.zookeeper"],
+                "python-modules": [
+                    "airflow_trident.triggers.zookeeper",
+                    "airflow_trident.triggers.data",
+                ],
             }
         ],
+        "asset-uris": [copy.deepcopy(entry) for entry in _ASSET_URIS],
         "connection-types": [copy.deepcopy(entry) for entry in _CONNECTION_TYPES],
         "plugins": [{"name": name, "plugin-class": cls} for name, cls in _PLUGINS],
         "config": copy.deepcopy(CONFIG),

@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 import json
+import pkgutil
 from importlib.metadata import entry_points
 from importlib.resources import files
 from typing import Any
@@ -61,11 +63,66 @@ def test_connection_types_name_our_hooks() -> None:
         assert getattr(hook(**{hook.conn_name_attr: "x"}), hook.conn_name_attr) == "x"
 
 
-def test_hook_modules_import_and_cover_every_hook() -> None:
+def test_hook_modules_import_and_cover_every_connection_type() -> None:
     (hooks,) = get_provider_info()["hooks"]
     assert hooks["integration-name"] == get_provider_info()["integrations"][0]["integration-name"]
     modules = {importlib.import_module(m).__name__ for m in hooks["python-modules"]}
-    assert {c.rpartition(".")[0] for c in CONNECTION_TYPES.values()} == modules
+    assert {c.rpartition(".")[0] for c in CONNECTION_TYPES.values()} <= modules
+
+
+def _public_airflow_classes() -> dict[str, dict[str, list[str]]]:
+    """kind -> module -> the public operator/sensor, trigger or hook classes it defines, for
+    every module of the adapter packages."""
+    from airflow.sdk import BaseHook, BaseOperator
+    from airflow.triggers.base import BaseTrigger
+
+    import airflow_trident
+
+    kinds = (("operators", BaseOperator), ("triggers", BaseTrigger), ("hooks", BaseHook))
+    found: dict[str, dict[str, list[str]]] = {kind: {} for kind, _ in kinds}
+    for package in ("operators", "sensors", "triggers", "hooks"):
+        path = [f"{airflow_trident.__path__[0]}/{package}"]
+        for info in pkgutil.walk_packages(path, prefix=f"airflow_trident.{package}."):
+            module = importlib.import_module(info.name)
+            for name, obj in vars(module).items():
+                if name.startswith("_") or not inspect.isclass(obj):
+                    continue
+                if obj.__module__ != module.__name__:
+                    continue  # imported, not defined here
+                for kind, base in kinds:
+                    if issubclass(obj, base):
+                        found[kind].setdefault(module.__name__, []).append(name)
+    return found
+
+
+def test_every_module_with_a_public_operator_sensor_trigger_or_hook_is_listed() -> None:
+    # Given the modules that define a public BaseOperator (sensors too), BaseTrigger or BaseHook
+    found = _public_airflow_classes()
+    info = get_provider_info()
+    listed = {kind: {m for e in info[kind] for m in e["python-modules"]}
+              for kind in ("operators", "sensors", "triggers", "hooks")}  # fmt: skip
+    # Then each is listed: an operator or sensor under operators or sensors, the others under
+    # their kind; and every listed module defines one
+    missing = {
+        kind: sorted(set(modules) - (listed["operators"] | listed["sensors"]
+                                     if kind == "operators" else listed[kind]))
+        for kind, modules in found.items()
+    }  # fmt: skip
+    assert missing == {"operators": [], "triggers": [], "hooks": []}
+    assert listed["operators"] | listed["sensors"] == set(found["operators"])
+    assert listed["triggers"] == set(found["triggers"])
+    assert listed["hooks"] == set(found["hooks"])
+    # (the express operator, the data trigger and the Iceberg and Trident hooks among them)
+    assert {"airflow_trident.operators.express", "airflow_trident.triggers.data",
+            "airflow_trident.hooks.iceberg", "airflow_trident.hooks.trident"} <= (
+        listed["operators"] | listed["triggers"] | listed["hooks"])  # fmt: skip
+
+
+def test_asset_uris_register_the_trident_scheme_with_importable_callables() -> None:
+    (entry,) = get_provider_info()["asset-uris"]
+    assert entry["schemes"] == ["trident"]
+    for key in ("handler", "factory", "to_openlineage_converter"):
+        assert callable(import_class(entry[key])), key
 
 
 @pytest.mark.parametrize("conn_type", sorted(CONNECTION_TYPES))

@@ -38,6 +38,7 @@ from typing import Any
 
 from airflow.sdk import Asset, AssetAlias, AssetWatcher
 
+from airflow_trident.operators.asset_uris import asset_name, asset_uri
 from airflow_trident.triggers.data import NewDataTrigger
 
 __all__ = [
@@ -54,9 +55,10 @@ _ENDED = frozenset({"success", "failed", "skipped", "upstream_failed", "removed"
 
 
 def committed_asset(topology: str) -> Asset:
-    """The asset of ``topology``'s committed state (``trident://<topology>``): one event per
-    committed txid."""
-    return Asset(name=f"trident_{topology}", uri=f"trident://{topology}")
+    """The asset of ``topology``'s committed state (``trident://<topology>/``): one event per
+    committed txid. Airflow checks the URI with our ``trident`` scheme's handler
+    (:mod:`~airflow_trident.operators.asset_uris`)."""
+    return Asset(name=asset_name(topology), uri=asset_uri(topology))
 
 
 def data_asset(
@@ -78,10 +80,11 @@ def data_asset(
     trigger = NewDataTrigger(
         topology=reference, zookeeper_conn_id=zookeeper_conn_id, poll_interval=poll_interval
     )
+    name = asset_name(topology, new_data=True)
     return Asset(
-        name=f"trident_{topology}_new_data",
-        uri=f"trident://{topology}/new-data",
-        watchers=[AssetWatcher(name=f"trident_{topology}_new_data", trigger=trigger)],
+        name=name,
+        uri=asset_uri(topology, new_data=True),
+        watchers=[AssetWatcher(name=name, trigger=trigger)],
     )
 
 

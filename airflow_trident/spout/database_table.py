@@ -81,7 +81,7 @@ import sqlalchemy as sa
 
 from airflow_trident.connections import database_url, declare
 from airflow_trident.errors import ConfigurationError, SpoutEmitError, failure_text
-from airflow_trident.names import validate_name
+from airflow_trident.names import Dataset, table_dataset, validate_name
 from airflow_trident.spout.base import Collector
 from airflow_trident.spout.ranges import ReadSpec, emit_range
 from airflow_trident.state.base import StateType
@@ -399,6 +399,10 @@ class OpaqueTableSpout:
     def __repr__(self) -> str:
         return f"{self.spout!r}.as_opaque()"
 
+    def openlineage_datasets(self, state_url: str | None = None) -> list[Dataset]:
+        """The table read (:meth:`DatabaseTableSpout.openlineage_datasets`)."""
+        return self.spout.openlineage_datasets(state_url)
+
     @property
     def output_fields(self) -> tuple[str, ...]:
         """The spout's fields."""
@@ -514,6 +518,15 @@ class DatabaseTableSpout:
         else:
             where = repr(sa.make_url(self._url).render_as_string(hide_password=True))
         return f"DatabaseTableSpout({where}, {self.table!r}, partitions={list(self.partitions)})"
+
+    def openlineage_datasets(self, state_url: str | None = None) -> list[Dataset]:
+        """The table read, as OpenLineage names it (``postgres://host:port`` and
+        ``database.schema.table``...; ``conn_id`` resolved now, the password left out).
+
+        >>> DatabaseTableSpout("sqlite:////data/shop.db", "orders", ["id"]).openlineage_datasets()
+        [('sqlite:///data/shop.db', 'orders')]
+        """
+        return [table_dataset(self.url, self.table)]
 
     @property
     def url(self) -> str:

@@ -55,6 +55,7 @@ from pyarrow import fs as pafs
 
 from airflow_trident.attempt import TransactionAttempt
 from airflow_trident.errors import ConfigurationError, SpoutEmitError, SpoutUnavailableError
+from airflow_trident.names import Dataset, location_dataset
 from airflow_trident.spout.base import Collector
 from airflow_trident.spout.file_records import (
     FORMATS,
@@ -175,6 +176,15 @@ class _FileLog:
         state = dict(self.__dict__)
         state["_fs"], state["_progress"] = None, None
         return state
+
+    def openlineage_datasets(self, state_url: str | None = None) -> list[Dataset]:
+        """The directory read, as Airflow's providers name files: ``file`` and the absolute
+        path, or ``s3://bucket`` (``gs://...``, ``hdfs://namenode:port``) and the path.
+
+        >>> FileLogSpout("s3://lake/events/", ["k"]).openlineage_datasets()
+        [('s3://lake', 'events')]
+        """
+        return [location_dataset(self.root)]
 
     def filesystem(self) -> tuple[pafs.FileSystem, str, str]:
         """The root's filesystem, its path there and the URI prefix Spark reads it by."""

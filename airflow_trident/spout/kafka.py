@@ -56,6 +56,7 @@ from typing import Any
 from airflow_trident import connections
 from airflow_trident.attempt import TransactionAttempt
 from airflow_trident.errors import ConfigurationError, SpoutUnavailableError
+from airflow_trident.names import Dataset, kafka_dataset
 from airflow_trident.spout.base import Collector
 from airflow_trident.spout.file_records import RESCUED, TYPES
 from airflow_trident.spout.kafka_client import (
@@ -195,6 +196,19 @@ class _Kafka:
             return dict(self._given)
         assert self.kafka_config_id is not None
         return connections.kafka_config(self.kafka_config_id)
+
+    def openlineage_datasets(self, state_url: str | None = None) -> list[Dataset]:
+        """The topics read, as OpenLineage names them: ``kafka://host:port`` of the first
+        bootstrap server (the connection resolved now) and each topic; a ``pattern`` is named
+        by the pattern itself (the topics it matches change, as Flink's Kafka source names it).
+
+        >>> KafkaSpout(["a", "b"], pattern="logs-.*", config={"bootstrap.servers": "k:9093"}
+        ...            ).openlineage_datasets()
+        [('kafka://k:9093', 'a'), ('kafka://k:9093', 'b'), ('kafka://k:9093', 'logs-.*')]
+        """
+        servers = str(self.config().get("bootstrap.servers", ""))
+        named = [*self.topics, *([self.pattern] if self.pattern is not None else [])]
+        return [kafka_dataset(servers, topic) for topic in named]
 
     def _parser(self, where: str) -> KafkaRecordParser:
         drop = self.dead_letter is not None

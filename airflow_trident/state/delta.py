@@ -45,7 +45,7 @@ import pyarrow as pa
 
 from airflow_trident import connections
 from airflow_trident.errors import ConfigurationError, StateError
-from airflow_trident.names import validate_name
+from airflow_trident.names import Dataset, location_dataset, validate_name
 from airflow_trident.operation.base import StateUpdater
 from airflow_trident.state.base import StateType
 from airflow_trident.state.schema_evolution import align, plan_schema
@@ -109,6 +109,15 @@ class DeltaStateFactory:
         options = {} if self.conn_id is None else connections.storage_options(self.conn_id)
         options.update(self.storage_options)
         return options or None
+
+    def openlineage_datasets(self, state_url: str | None = None) -> list[Dataset]:
+        """The table written, as OpenLineage names files: by its storage URI (``s3://bucket``
+        and the key, ``file`` and the absolute path...).
+
+        >>> delta_state("s3://lake/tables/events", "wc.events").openlineage_datasets()
+        [('s3://lake', 'tables/events')]
+        """
+        return [location_dataset(self.path)]
 
     def __repr__(self) -> str:
         mode = f"merge on {list(self.merge_keys)}" if self.merge_keys else "append"

@@ -58,7 +58,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_trident.errors import ConfigurationError, StateError
-from airflow_trident.names import validate_name
+from airflow_trident.names import Dataset, iceberg_dataset, validate_name
 from airflow_trident.operation.base import StateUpdater
 from airflow_trident.state.base import StateType
 from airflow_trident.state.iceberg_catalog import load_catalog, redacted, resolve_connection
@@ -170,6 +170,19 @@ class IcebergStateFactory:
             )
             raise ConfigurationError(msg)
         return name, props
+
+    def openlineage_datasets(self, state_url: str | None = None) -> list[Dataset]:
+        """The table written, as OpenLineage names it: its catalog (a REST catalog's URI, a
+        Hive metastore, else the warehouse location; the catalog connection resolved now)
+        and ``namespace.table`` (:func:`~airflow_trident.names.iceberg_dataset`).
+
+        >>> iceberg_state("db.events", "wc.events", catalog={"type": "sql",
+        ...     "uri": "sqlite:////data/catalog.db", "warehouse": "s3://lake/wh"}
+        ...     ).openlineage_datasets()
+        [('s3://lake/wh', 'db.events')]
+        """
+        located = self.located_at(state_url) if state_url else self
+        return [iceberg_dataset(*located.catalog_properties(), self.table)]
 
     def load_catalog(self) -> Any:
         """The pyiceberg catalog holding the table."""

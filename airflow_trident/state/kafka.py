@@ -51,7 +51,7 @@ from typing import Any
 
 from airflow_trident import connections
 from airflow_trident.errors import ConfigurationError, StateError
-from airflow_trident.names import validate_name
+from airflow_trident.names import Dataset, kafka_dataset, validate_name
 from airflow_trident.operation.base import StateUpdater
 from airflow_trident.state.base import StateType
 from airflow_trident.tuple import TridentCollector, TridentTuple
@@ -213,6 +213,16 @@ class KafkaSinkFactory:
             )
             raise ConfigurationError(msg)
         return found
+
+    def openlineage_datasets(self, state_url: str | None = None) -> list[Dataset]:
+        """The topic written, as OpenLineage names it: ``kafka://host:port`` of the first
+        bootstrap server (the connection resolved now) and the topic.
+
+        >>> kafka_sink("counts", config={"bootstrap.servers": "k1:9092,k2:9092"},
+        ...            topology="wc").openlineage_datasets()
+        [('kafka://k1:9092', 'counts')]
+        """
+        return [kafka_dataset(str(self.config().get("bootstrap.servers", "")), self.topic)]
 
     def make_state(self, partition_index: int = 0, num_partitions: int = 1) -> KafkaSinkState:
         """The Kafka sink state of commit partition ``partition_index`` of ``num_partitions``."""

@@ -33,6 +33,7 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from airflow_trident.errors import ConfigurationError
+from airflow_trident.names import Dataset, table_dataset
 from airflow_trident.state.base import StateType
 from airflow_trident.state.map.backing import BackingMap
 from airflow_trident.state.map.base import RuleMap
@@ -146,6 +147,24 @@ class SqlMapStateFactory:
             f"SqlMapStateFactory({where!r}, {self.layout.qualified!r}, "
             f"{self.state_type.value!r}, cache_size={self.cache_size})"
         )
+
+    def openlineage_datasets(self, state_url: str | None = None) -> list[Dataset]:
+        """The state's table, as OpenLineage names it, in its own database or else the run's
+        (``state_url``): ``postgres://host:port`` and ``database.schema.table``, or
+        ``sqlite://<file>`` and the table.
+
+        >>> SqlMapStateFactory("postgresql://u:pw@pg/dw", "analytics.counts", "opaque"
+        ...                    ).openlineage_datasets()
+        [('postgres://pg:5432', 'dw.analytics.counts')]
+        >>> SqlMapStateFactory(None, "counts", "opaque").openlineage_datasets("sqlite:////s.db")
+        [('sqlite:///s.db', 'counts')]
+        """
+        target = self._target
+        if isinstance(target, sa.Engine):
+            target = target.url
+        url = target.render_as_string(hide_password=False) if isinstance(target, sa.URL) else (
+            target or state_url)  # fmt: skip
+        return [table_dataset(url, self.layout.name, self.layout.schema)]
 
     def located_at(self, url: str) -> SqlMapStateFactory:
         """This factory in the database ``url`` when it was made without one, else itself.
