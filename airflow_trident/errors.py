@@ -30,6 +30,7 @@ __all__ = [
     "DRPCUnknownFunctionError",
     "FailedException",
     "InvalidNameError",
+    "KafkaSecurityError",
     "MalformedRecordError",
     "MetadataError",
     "MetadataNotSerializableError",
@@ -76,6 +77,11 @@ class UnknownDagError(ConfigurationError, LookupError):
 
 class MissingConnectionError(ConfigurationError, LookupError):
     """An Airflow connection the DAG or command names that is not defined where it runs."""
+
+
+class KafkaSecurityError(ConfigurationError):
+    """Kafka refused the client's authentication or TLS handshake (names the connection and
+    the mechanism; docs/security.md)."""
 
 
 class MetadataError(TridentError):

@@ -16,7 +16,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_trident.connections import kafka_client_settings
-from airflow_trident.errors import ConfigurationError, SpoutEmitError, SpoutUnavailableError
+from airflow_trident.errors import (
+    ConfigurationError,
+    KafkaSecurityError,
+    SpoutEmitError,
+    SpoutUnavailableError,
+)
+from airflow_trident.kafka_log import security_failure, watched
 
 __all__ = [
     "Span",
@@ -28,6 +34,10 @@ __all__ = [
     "read_range",
     "watermarks",
 ]
+
+DEFAULT_CONN_ID = "kafka_default"
+"""The connection a spout or sink without ``kafka_config_id`` or ``config`` uses: the Kafka
+provider's default (``KafkaBaseHook.default_conn_name``)."""
 
 Watermarks = tuple[int, int]
 """``(low, high)``: the first offset the broker holds and the end of what a reader of the
@@ -45,44 +55,139 @@ def _client_config(config: Mapping[str, str], isolation: str | None = None) -> d
     return out
 
 
+_MECHANISMS_HERE: dict[str, str | None] = {}
+"""SASL mechanism -> why this process's librdkafka cannot use it (``None``: it can)."""
+
+
+def check_client(config: Mapping[str, Any], connection: str) -> None:
+    """Refuse settings the in-process client (confluent-kafka's librdkafka) cannot carry, at
+    begin, naming ``connection`` and the path: a SASL mechanism this build lacks (the wheel's
+    librdkafka has no GSSAPI: it is built without libsasl2).
+
+    Raises
+    ------
+    ConfigurationError
+        Naming the setting, the path and the librdkafka message.
+    """
+    mechanism = str(config.get("sasl.mechanism") or config.get("sasl.mechanisms") or "").upper()
+    if not mechanism or mechanism in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"):
+        return
+    if mechanism not in _MECHANISMS_HERE:
+        from confluent_kafka import KafkaException
+        from confluent_kafka.admin import AdminClient
+
+        probe: dict[str, str | int | float | bool] = {
+            "bootstrap.servers": "127.0.0.1:9", "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": mechanism,
+        }  # fmt: skip
+        try:
+            AdminClient(probe)
+            _MECHANISMS_HERE[mechanism] = None
+        except KafkaException as exc:
+            _MECHANISMS_HERE[mechanism] = str(exc.args[0].str() if exc.args else exc)
+    why = _MECHANISMS_HERE[mechanism]
+    if why is not None:
+        msg = (
+            f"{connection}: sasl.mechanism {mechanism} cannot be used by the in-process Kafka "
+            f"client (confluent-kafka's librdkafka, which plans every batch and reads small "
+            f"ones): {why}. Hint: install confluent-kafka built against a librdkafka with "
+            f"libsasl2 (docs/security.md, \"Kerberos\")"
+        )
+        raise ConfigurationError(msg)
+
+
 def _servers(config: Mapping[str, str]) -> str:
     return str(config.get("bootstrap.servers", "?"))
 
 
-def consumer(config: Mapping[str, str], isolation: str = "read_committed") -> Any:
+def consumer(
+    config: Mapping[str, Any], isolation: str = "read_committed", connection: str | None = None
+) -> Any:
     """A consumer that never commits offsets (a fresh ``group.id`` unless the config names
-    one): its positions are the batch metadata's, in ZooKeeper."""
+    one): its positions are the batch metadata's, in ZooKeeper. Its librdkafka log goes
+    through Python logging (:mod:`~airflow_trident.kafka_log`)."""
     from confluent_kafka import Consumer
 
-    return Consumer(_client_config(config, isolation))
+    settings, _ = watched(_client_config(config, isolation), connection or _named(config))
+    return Consumer(settings)
+
+
+def _named(config: Mapping[str, Any]) -> str:
+    return f"Kafka at {_servers(config)}"
+
+
+def _metadata(
+    config: Mapping[str, Any], timeout_s: float, connection: str
+) -> tuple[Any, str | None]:
+    """The cluster's metadata, or ``None`` and why not: an authentication or TLS failure as
+    soon as the client meets it, else that no broker answered in ``timeout_s``. The admin
+    client is gone when this returns (a failed batch's client does not retry on)."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    settings, log = watched(
+        {k: v for k, v in kafka_client_settings(config).items() if k != "group.id"}, connection
+    )
+    try:
+        admin = AdminClient(settings)
+    except KafkaException as exc:
+        error = exc.args[0] if exc.args else exc
+        text = error.str() if hasattr(error, "str") else str(error)
+        msg = (f"{connection}: the Kafka client refuses the connection's settings: {text}; "
+               f"nothing is committed. Hint: the extra holds librdkafka settings "
+               f"(docs/security.md)")  # fmt: skip
+        raise ConfigurationError(msg) from None
+    deadline = time.monotonic() + timeout_s
+    meta, why = None, None
+    try:
+        while meta is None:
+            left = deadline - time.monotonic()
+            try:
+                meta = admin.list_topics(timeout=max(0.05, min(1.0, left)))
+            except KafkaException as exc:
+                admin.poll(0)  # serves the error and log callbacks
+                why = security_failure(log.errors, config, connection)
+                if why is not None or left <= 0:
+                    why = why or (
+                        f"{connection}: Kafka at {_servers(config)} did not answer a metadata "
+                        f"request in {timeout_s:g}s ({exc.args[0].str() if exc.args else exc}); "
+                        f"no batch can be planned and nothing is committed. Hint: check that "
+                        f"the brokers run and the connection's bootstrap.servers"
+                    )
+                    break
+    finally:
+        del admin  # the client closes now, not when an exception's traceback goes
+        log.close()
+    return meta, why
 
 
 def discover(
-    config: Mapping[str, str],
+    config: Mapping[str, Any],
     topics: Sequence[str],
     pattern: str | None,
     timeout_s: float,
+    connection: str | None = None,
 ) -> dict[str, dict[int, bool]]:
     """Topic -> partition -> whether it has a leader now, for ``topics`` and every topic
     matching ``pattern`` (a full match; topics starting with ``_`` only when named).
+    ``connection`` names the settings in errors (default: the bootstrap servers).
 
     Raises
     ------
+    KafkaSecurityError
+        When the brokers refuse the client's authentication or TLS handshake.
     SpoutUnavailableError
         When no broker answers (nothing can be planned).
+    ConfigurationError
+        When a topic of ``topics`` does not exist (a typo is not an empty batch).
     """
-    from confluent_kafka.admin import AdminClient
-
-    admin = AdminClient({k: v for k, v in kafka_client_settings(config).items() if k != "group.id"})
-    try:
-        meta = admin.list_topics(timeout=timeout_s)
-    except Exception as exc:  # KafkaException: no broker answered
-        msg = (
-            f"Kafka at {_servers(config)} did not answer a metadata request in {timeout_s:g}s "
-            f"({type(exc).__name__}: {exc}); no batch can be planned and nothing is committed. "
-            f"Hint: check that the brokers run and the connection's bootstrap.servers"
-        )
-        raise SpoutUnavailableError(msg) from exc
+    connection = connection or _named(config)
+    meta, why = _metadata(config, timeout_s, connection)
+    if meta is None:
+        assert why is not None
+        if "did not answer" in why:
+            raise SpoutUnavailableError(why)
+        raise KafkaSecurityError(why)
     wanted = set(topics)
     regex = re.compile(pattern) if pattern else None
     found: dict[str, dict[int, bool]] = {}
@@ -94,6 +199,20 @@ def discover(
         if topic.error is not None and not topic.partitions:
             continue  # being created or deleted
         found[name] = {int(p): int(info.leader) >= 0 for p, info in topic.partitions.items()}
+    missing = sorted(wanted - set(meta.topics))
+    if missing:
+        import difflib
+
+        names = [n for n in meta.topics if not n.startswith("_")]
+        near = sorted({m for name in missing for m in difflib.get_close_matches(name, names, 3)})
+        msg = (
+            f"{connection}: topic{'s' if len(missing) > 1 else ''} "
+            f"{', '.join(repr(m) for m in missing)} not on the cluster at {_servers(config)}; "
+            f"no batch is begun and nothing is committed. Hint: check the name"
+            f"{' (topics with a similar name: ' + ', '.join(near) + ')' if near else ''}, "
+            f"create the topic, or give pattern= to wait for topics that do not exist yet"
+        )
+        raise ConfigurationError(msg)
     return found
 
 

@@ -294,28 +294,26 @@ class KafkaRange:
                              parser=self.parser)  # fmt: skip
 
 
-def spark_options(config: Mapping[str, str], isolation: str) -> dict[str, str]:
-    """Spark's Kafka source options for a librdkafka ``config``: ``kafka.``-prefixed Java
-    client settings (the names both clients share; SASL's username and password become the
-    Java client's JAAS line), ``includeHeaders``, the isolation level and
+def spark_options(
+    config: Mapping[str, Any], isolation: str, given: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """Spark's Kafka source options for a librdkafka ``config``: the Java client's settings
+    (``kafka.*``: TLS stores, SASL's JAAS line..., by
+    :func:`~airflow_trident.spout.kafka_security.spark_settings`, with the spout's own
+    ``spark_kafka_options`` ``given`` over them), ``includeHeaders``, the isolation level and
     ``failOnDataLoss=true`` (a range is planned within what the broker holds).
 
     >>> sorted(spark_options({"bootstrap.servers": "b:9092"}, "read_committed").items())[:2]
     [('failOnDataLoss', 'true'), ('includeHeaders', 'true')]
+
+    Raises
+    ------
+    ConfigurationError
+        For a setting Spark's connector cannot carry (named with the path).
     """
-    shared = ("bootstrap.servers", "security.protocol", "client.id",
-              "ssl.endpoint.identification.algorithm")  # fmt: skip
-    out = {f"kafka.{k}": str(v) for k, v in config.items() if k in shared}
-    mechanism = config.get("sasl.mechanism") or config.get("sasl.mechanisms")
-    if mechanism:
-        out["kafka.sasl.mechanism"] = str(mechanism)
-    if config.get("sasl.username") is not None:
-        module = ("org.apache.kafka.common.security.plain.PlainLoginModule"
-                  if str(mechanism or "PLAIN").upper() == "PLAIN"
-                  else "org.apache.kafka.common.security.scram.ScramLoginModule")  # fmt: skip
-        user = json.dumps(str(config["sasl.username"]))
-        password = json.dumps(str(config.get("sasl.password", "")))
-        out["kafka.sasl.jaas.config"] = f"{module} required username={user} password={password};"
+    from airflow_trident.spout.kafka_security import spark_settings
+
+    out = spark_settings(config, given)
     out.update({"includeHeaders": "true", "kafka.isolation.level": isolation,
                 "failOnDataLoss": "true"})  # fmt: skip
     return out

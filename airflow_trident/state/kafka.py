@@ -51,6 +51,7 @@ from typing import Any
 
 from airflow_trident import connections
 from airflow_trident.errors import ConfigurationError, StateError
+from airflow_trident.kafka_log import watched
 from airflow_trident.names import Dataset, kafka_dataset, validate_name
 from airflow_trident.operation.base import StateUpdater
 from airflow_trident.state.base import StateType
@@ -157,12 +158,14 @@ class KafkaSinkFactory:
             msg = f"kafka_sink: topic must be a non-empty string, got {topic!r}"
             raise ConfigurationError(msg)
         where = f"kafka_sink({topic!r})"
-        if (kafka_config_id is None) == (config is None):
+        if kafka_config_id is not None and config is not None:
             msg = (
                 f"{where}: give kafka_config_id (an Airflow kafka connection) or config "
                 f"(librdkafka settings with bootstrap.servers), one of them"
             )
             raise ConfigurationError(msg)
+        if kafka_config_id is None and config is None:
+            kafka_config_id = "kafka_default"  # the Kafka provider's default connection
         if config is not None:
             if "bootstrap.servers" not in config:
                 msg = f"{where}: config has no bootstrap.servers"
@@ -257,7 +260,8 @@ def _reader(config: Mapping[str, str], group: str, *, stable: bool = True) -> An
     settings.update(
         {"group.id": group, "enable.auto.commit": "false", "isolation.level": isolation}
     )
-    return Consumer(settings)
+    watched_settings, _ = watched(settings, f"kafka_sink group {group!r}")
+    return Consumer(watched_settings)
 
 
 def _retriable(error: Any) -> bool:
@@ -553,6 +557,7 @@ class KafkaSinkState:
         settings = connections.kafka_client_settings(config)
         settings.setdefault("partitioner", "murmur2_random")  # the Java client's, by key
         settings["transactional.id"] = self.transactional_id
+        settings, _ = watched(settings, f"kafka_sink {self.factory.prefix!r}")
         producer = Producer(settings)
         try:
             producer.init_transactions(self.factory.timeout_s)

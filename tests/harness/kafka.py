@@ -187,15 +187,18 @@ class KafkaClusterNode(_PrivateServer):
         p = self.port
         rf = min(3, len(self.voters.split(",")))  # a 1-node cluster: internal topics of 1
         isr = min(2, rf)
+        listeners = {"PLAINTEXT": ("PLAINTEXT", p), **self._listeners()}
+        bound = ",".join(f"{name}://127.0.0.1:{port}" for name, (_, port) in listeners.items())
+        protocols = ",".join(f"{name}:{kind}" for name, (kind, _) in listeners.items())
         (self.workdir / "server.properties").write_text(
             "process.roles=broker,controller\n"
             f"node.id={self.node_id}\n"
             f"controller.quorum.voters={self.voters}\n"
-            f"listeners=PLAINTEXT://127.0.0.1:{p},CONTROLLER://127.0.0.1:{self.controller_port}\n"
-            f"advertised.listeners=PLAINTEXT://127.0.0.1:{p}\n"
+            f"listeners={bound},CONTROLLER://127.0.0.1:{self.controller_port}\n"
+            f"advertised.listeners={bound}\n"
             "controller.listener.names=CONTROLLER\n"
             "inter.broker.listener.name=PLAINTEXT\n"
-            "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT\n"
+            f"listener.security.protocol.map=CONTROLLER:PLAINTEXT,{protocols}\n"
             f"log.dirs={data}\n"
             "auto.create.topics.enable=false\n"
             f"offsets.topic.replication.factor={rf}\n"
@@ -207,6 +210,7 @@ class KafkaClusterNode(_PrivateServer):
             f"share.coordinator.state.topic.min.isr={isr}\n"
             "group.initial.rebalance.delay.ms=0\n"
             "log.retention.check.interval.ms=5000\n"
+            + self._extra_properties()
         )
         (self.workdir / "log4j2.properties").write_text(
             "appender.file.type = File\nappender.file.name = FILE\n"
@@ -219,13 +223,26 @@ class KafkaClusterNode(_PrivateServer):
         if not (data / "meta.properties").exists():
             done = subprocess.run(
                 [*self._java(), "kafka.tools.StorageTool", "format", "--ignore-formatted",
-                 "-t", self.cluster_id, "-c", str(self.workdir / "server.properties")],
+                 "-t", self.cluster_id, "-c", str(self.workdir / "server.properties"),
+                 *self._format_args()],
                 capture_output=True, text=True, timeout=120, check=False,
             )  # fmt: skip
             if done.returncode != 0:
                 msg = f"formatting {data} exited {done.returncode}:\n{done.stdout[-2000:]}"
                 raise RuntimeError(msg)
         self._starts_logged = self._logged_starts()
+
+    def _listeners(self) -> dict[str, tuple[str, int]]:
+        """Listeners besides PLAINTEXT: name -> (security protocol, port)."""
+        return {}
+
+    def _extra_properties(self) -> str:
+        """Broker settings besides the common ones (lines ending in a newline)."""
+        return ""
+
+    def _format_args(self) -> list[str]:
+        """Arguments of ``kafka-storage format`` besides the common ones (e.g. ``--add-scram``)."""
+        return []
 
     def _logged_starts(self) -> int:
         if not self.kafka_log.exists():

@@ -277,7 +277,8 @@ def test_malformed_records_go_to_dead_letters_or_fail_the_batch(
 
 def test_configuration_is_checked_when_the_spout_is_made() -> None:
     with pytest.raises(ConfigurationError, match="kafka_config_id"):
-        KafkaSpout("t")
+        KafkaSpout("t", kafka_config_id="k", config={"bootstrap.servers": "b:1"})
+    assert KafkaSpout("t").kafka_config_id == "kafka_default"  # the Kafka provider's default
     with pytest.raises(ConfigurationError, match="fields"):
         KafkaSpout("t", config={"bootstrap.servers": "b:1"}, value_format="json")
     spout_ = KafkaSpout("t", kafka_config_id="events_kafka")

@@ -221,7 +221,6 @@ def test_a_record_the_broker_refuses_fails_the_commit_and_nothing_is_visible(
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({}, "give kafka_config_id"),
         ({"config": {"bootstrap.servers": "x"}, "kafka_config_id": "k"}, "one of them"),
         ({"config": {"security.protocol": "SSL"}}, "no bootstrap.servers"),
         ({"config": {"bootstrap.servers": "x", "transactional.id": "t"}}, "sets itself"),
