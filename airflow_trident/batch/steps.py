@@ -67,6 +67,7 @@ from airflow_trident.runtime.commit import StateCommitter
 from airflow_trident.runtime.local import LocalBatchProcessor
 from airflow_trident.runtime.result import Partitions, StagedState
 from airflow_trident.runtime.staging import StagingArea
+from airflow_trident.spout.lag import Lag
 from airflow_trident.state.binding import StateBinding
 from airflow_trident.topology import TridentTopology
 
@@ -293,6 +294,12 @@ class BatchSteps:
         if self.ctx.has_staging:
             staged = self.staging.remove_before(txid - self.keep_txids + 1)
         return {"txid": txid, "znodes_removed": removed, "staged_txids_removed": staged}
+
+    def committed_lag(self, txid: int) -> dict[str, dict[str, Lag | None]]:
+        """Spout -> source partition -> its lag once ``txid`` committed (the status table's
+        lag; empty unless ``txid`` is the newest committed txid): the success step's lag
+        gauges (:func:`~airflow_trident.operators.metrics.emit_lag`)."""
+        return self.coordinator.committed_lag(txid)
 
     def resume_point(self, run_id: str, conf_txid: int | None) -> tuple[str, int | None]:
         """Where a retried task of run ``run_id`` that does the whole batch starts:

@@ -25,6 +25,7 @@ from airflow_trident.errors import CommitOrderError, TridentError
 from airflow_trident.names import validate_name
 from airflow_trident.spout.base import ListCollector, TridentSpout, emit_error
 from airflow_trident.spout.executor import OpaqueBatches
+from airflow_trident.spout.lag import Lag, lag_after, reports_lag
 from airflow_trident.state.base import StateType
 
 __all__ = ["BatchPlan", "CommitResult", "TransactionalCoordinator"]
@@ -211,6 +212,8 @@ class TransactionalCoordinator:
         """Tell the spouts batch ``txid`` committed; delete old metadata. Returns nodes removed."""
         for coordinator in self._coordinators.values():
             coordinator.success(txid)
+        if self.store.committed_txid() == txid:  # not a replay's: never tell of an older batch
+            self._tell_committed(txid)
         # run bindings are kept longer: a cleared old run must replay its own txid
         removed = self.store.cleanup_before(
             txid - self.keep_txids + 1, runs_before=txid - self.keep_runs + 1
@@ -221,6 +224,51 @@ class TransactionalCoordinator:
             if callable(cleanup):
                 removed += int(cleanup(txid - self.keep_txids + 1))
         return removed
+
+    def partitions_after(self, spout: str, txid: int) -> dict[str, Any] | None:
+        """Each partition's metadata of (partitioned or opaque) ``spout`` once ``txid``
+        committed (where its next batch starts); ``None`` for a spout without partitions."""
+        after = getattr(self.spouts[spout], "partitions_after", None)
+        if not callable(after):
+            return None
+        return dict(after(txid, self.store.get_meta(spout, txid)))
+
+    def _tell_committed(self, txid: int) -> None:
+        """Call each user spout's optional ``batch_committed(topology, spout, txid,
+        partitions)`` (:mod:`airflow_trident.spout.base`) after ``txid``, the newest committed
+        txid, committed; its failure is a warning, never the batch's."""
+        for name, spout in self.spouts.items():
+            inner = getattr(spout, "spout", spout)
+            hook = getattr(inner, "batch_committed", None)
+            if not callable(hook):
+                continue
+            try:
+                partitions = self.partitions_after(name, txid)
+                if partitions is not None:
+                    hook(self.topology, name, txid, partitions)
+            except Exception as exc:  # a user's spout: telling it is best effort
+                log.warning(
+                    "topology %s: spout %r could not be told that txid %d committed (%s: %s); "
+                    "the batch stays committed", self.topology, name, txid,
+                    type(exc).__name__, " ".join(str(exc).split())[:300],
+                )  # fmt: skip
+
+    def committed_lag(self, txid: int) -> dict[str, dict[str, Lag | None]]:
+        """Spout -> source partition -> its lag once ``txid`` committed (what the status
+        table shows, :mod:`airflow_trident.spout.lag`), for the spouts that tell a lag;
+        empty unless ``txid`` is the newest committed txid."""
+        if self.store.committed_txid() != txid:
+            return {}
+        found: dict[str, dict[str, Lag | None]] = {}
+        for name, spout in self.spouts.items():
+            inner = getattr(spout, "spout", spout)
+            if not reports_lag(inner):
+                continue
+            partitions = self.partitions_after(name, txid)
+            if partitions is None:
+                partitions = {"0": self.store.get_meta(name, txid)}
+            found[name] = {p: lag_after(inner, p, meta) for p, meta in sorted(partitions.items())}
+        return found
 
     def close(self) -> None:
         """Close the spouts' coordinators."""

@@ -12,6 +12,7 @@ from airflow_trident.batch.routes import COMMIT_MODES, CommitRoute
 from airflow_trident.batch.steps import BatchSteps
 from airflow_trident.operators.commit_turn import CommitInTurn
 from airflow_trident.operators.lineage import TridentLineageMixin
+from airflow_trident.operators.metrics import emit_lag
 from airflow_trident.tasks.base import TridentTask, default_deferrable, txid_of
 from airflow_trident.tasks.begin import begin_batch, begun_line
 
@@ -186,6 +187,7 @@ class CommitBatchOperator(TridentLineageMixin, CommitInTurn, _BatchOperator):
         if self.success_after:
             # the success task's step, in this task (the compact layout: one task fewer)
             self.log.info("txid %d success: %s", txid, steps.success(txid))
+            emit_lag(steps, txid, self.log)
         return summary
 
     def route(self) -> CommitRoute:
@@ -202,5 +204,6 @@ class BatchSuccessOperator(_BatchOperator):
         txid = txid_of(context, self.begin_task_id)
         with self._steps() as steps:
             summary: dict[str, Any] = steps.success(txid)
+            emit_lag(steps, txid, self.log)
         self.log.info("txid %d success: %s", txid, summary)
         return summary

@@ -31,7 +31,7 @@ from airflow_trident.hooks.dagruns import dagrun_states
 from airflow_trident.hooks.spark import connect_route
 from airflow_trident.operators.commit_turn import CommitInTurn
 from airflow_trident.operators.lineage import TridentLineageMixin
-from airflow_trident.operators.metrics import emit_processed
+from airflow_trident.operators.metrics import emit_lag, emit_processed
 from airflow_trident.tasks.base import no_retry_when_stalled, run_id_of
 from airflow_trident.tasks.begin import BeginWhenReady, begin_batch
 
@@ -183,6 +183,7 @@ class ExpressBatchOperator(TridentLineageMixin, CommitInTurn, BeginWhenReady):
     ) -> dict[str, Any]:
         summary["committed"] = self.commit_now(context, steps, txid)
         self.log.info("txid %d success: %s", txid, steps.success(txid))
+        emit_lag(steps, txid, self.log)
         return summary
 
     def route(self) -> CommitRoute:

@@ -15,15 +15,23 @@ name                                        type     what
 ``trident.commit.wait.<topology>``          timer    the commit task's wait for txid-1's commit
 ``trident.commit.batches.<topology>``       counter  committed batches (1 per txid)
 ``trident.commit.txid.<topology>``          gauge    the committed txid
+``trident.lag.<topology>.<spout>.<partition>`` gauge the source partition's lag after the txid
 =========================================== ======== ==========================================
 
 Every metric also carries the tags ``topology`` (and ``state``), which Datadog, OpenTelemetry
 and StatsD with ``statsd_influxdb_enabled`` use. A replay of a committed txid emits nothing
 under ``trident.commit``: it changed nothing.
+
+The lag gauges are emitted by the success step (the success task, or the commit task that does
+its step) when its txid is the newest committed one: one per source partition of each spout that
+tells its lag (the status table's lag, :mod:`airflow_trident.spout.lag`: a Kafka partition's
+offsets after the batch's end), tagged ``topology``, ``spout``, ``partition`` and ``unit``. A
+partition name's characters that a metric name cannot hold become ``_`` (:func:`lag_metric`).
 """
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -33,7 +41,7 @@ from airflow.sdk.observability.stats import Stats
 
 from airflow_trident.operators.assets import add_commit_event, await_first_event_turn
 
-__all__ = ["emit_committed", "emit_processed", "metric_names"]
+__all__ = ["emit_committed", "emit_lag", "emit_processed", "lag_metric", "metric_names"]
 
 
 def metric_names(topology: str, states: tuple[str, ...] = ()) -> list[str]:
@@ -53,6 +61,45 @@ def metric_names(topology: str, states: tuple[str, ...] = ()) -> list[str]:
         f"trident.commit.batches.{topology}",
         f"trident.commit.txid.{topology}",
     ]
+
+
+def lag_metric(topology: str, spout: str, partition: str) -> str:
+    """The lag gauge of a source partition (without Airflow's prefix): characters a metric
+    name cannot hold (Airflow's validator allows letters, digits and ``_.-/``) become ``_``.
+
+    >>> lag_metric("orders", "events", "orders:3")
+    'trident.lag.orders.events.orders_3'
+    """
+    return f"trident.lag.{topology}.{spout}.{_metric_safe(partition)}"
+
+
+def _metric_safe(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.\-/]", "_", text)
+
+
+def emit_lag(steps: Any, txid: int, log: Any = None) -> dict[str, int]:
+    """Emit the lag gauge of each source partition once ``txid`` committed
+    (``steps.committed_lag``; nothing unless ``txid`` is the newest committed txid); the
+    gauges emitted, by name. Monitoring only: a source that cannot be asked is logged."""
+    topology = str(steps.topology.name)
+    try:
+        lags = steps.committed_lag(txid)
+    except Exception as exc:  # a source down must not fail the success step
+        if log is not None:
+            log.warning("txid %d: the lag gauges are not emitted (%s: %s)",
+                        txid, type(exc).__name__, exc)  # fmt: skip
+        return {}
+    emitted: dict[str, int] = {}
+    for spout, partitions in lags.items():
+        for partition, lag in partitions.items():
+            if lag is None:
+                continue
+            name = lag_metric(topology, spout, partition)
+            tags = {"topology": topology, "spout": spout, "partition": _metric_safe(partition),
+                    "unit": lag.unit}  # fmt: skip
+            Stats.gauge(name, int(lag.count), tags=tags)
+            emitted[name] = int(lag.count)
+    return emitted
 
 
 def _since_start(context: Mapping[str, Any]) -> float | None:

@@ -5,6 +5,13 @@ The *coordinator* runs once per batch in the begin step: ``initialize_transactio
 batch metadata (JSON), which is stored in ZooKeeper. The *emitter* runs in the processing step:
 given the attempt and that metadata, it emits the batch's tuples to a collector.
 
+A partitioned or opaque partitioned spout (the object given to ``new_stream``) may have a
+``batch_committed(topology, spout, txid, partitions)`` method: the success step calls it once
+``txid`` committed, when it is the newest committed txid (never for a replay of an older one),
+with ``partitions`` each partition's metadata once the txid committed (where its next batch
+starts). It is told for information (the Kafka spouts commit their consumer group's offsets
+there, :mod:`~airflow_trident.spout.kafka_offsets`); a failure is logged, never the batch's.
+
 Examples
 --------
 >>> c = ListCollector()

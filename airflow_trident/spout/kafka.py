@@ -67,6 +67,7 @@ from airflow_trident.spout.kafka_client import (
     read_range,
     watermarks,
 )
+from airflow_trident.spout.kafka_offsets import check_commit_group, commit_batch
 from airflow_trident.spout.kafka_records import (
     VALUE_FORMATS,
     KafkaRange,
@@ -119,6 +120,7 @@ class _Kafka:
         max_offsets: int | None = None,
         isolation: str = "read_committed",
         timeout_s: float = 30.0,
+        commit_group: str | bool | None = True,
     ) -> None:
         name = type(self).__name__
         topics = (topics,) if isinstance(topics, str) else tuple(topics)
@@ -174,6 +176,7 @@ class _Kafka:
         self.max_per_partition, self.max_offsets = max_offsets_per_partition, max_offsets
         self.isolation = isolation
         self.timeout_s = timeout_s
+        self.commit_group = check_commit_group(name, commit_group)
         self.output_fields = self._parser("").fields
         self.waiting: str | None = None
         """Why the last ``is_ready`` said no although a partition has new records (the
@@ -342,6 +345,11 @@ class _Kafka:
 
     def get_ordered_partitions(self, all_partition_info: Any) -> Sequence[str]:
         return list(all_partition_info["partitions"])
+
+    def batch_committed(self, topology: str, spout: str, txid: int, partitions: Any) -> None:
+        """After ``txid`` committed: its end offsets to the consumer group ``commit_group``
+        (monitoring only; never raises: :mod:`~airflow_trident.spout.kafka_offsets`)."""
+        commit_batch(self, topology, spout, txid, partitions)
 
     def close(self) -> None:
         return None
@@ -519,6 +527,10 @@ class KafkaSpout(_Kafka):
         ``"read_uncommitted"``.
     timeout_s
         How long a broker call may take.
+    commit_group
+        The consumer group each committed batch's end offsets go to, for Kafka's lag tools
+        only (never read back): ``True`` is ``trident-<topology>-<spout>``; ``False``/``None``:
+        none (:mod:`~airflow_trident.spout.kafka_offsets`).
     """
 
     def get_partitioned_coordinator(self) -> KafkaSpout:

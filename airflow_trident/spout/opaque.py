@@ -196,6 +196,17 @@ class OpaquePartitionedSpoutExecutor:
             if staged is not None:
                 self.state.put_committed(partition, {"txid": txid - 1, "meta": staged["start"]})
 
+    def partitions_after(self, txid: int, meta: Any) -> dict[str, Any]:
+        """Each partition's committed metadata (where its next batch starts) once batch
+        ``txid`` (coordinator metadata ``meta``) committed; partitions without one are left
+        out."""
+        out: dict[str, Any] = {}
+        for partition in self.partitions(meta):
+            committed = self.state.get_committed(partition)
+            if isinstance(committed, dict) and committed.get("meta") is not None:
+                out[partition] = committed["meta"]
+        return out
+
     def committed_metas(self, txid: int, meta: Any) -> dict[str, Any]:
         """Partition -> committed value (``{"txid", "meta"}``) that batch ``txid`` leaves."""
         committed: dict[str, Any] = {}

@@ -226,6 +226,17 @@ class PartitionedTransactionalSpoutExecutor:
         partitions = self.spout.get_partitioned_emitter().get_ordered_partitions(meta)
         return {p: self.state.get(p, txid) for p in partitions}
 
+    def partitions_after(self, txid: int, meta: Any) -> dict[str, Any]:
+        """Each partition's metadata once batch ``txid`` (coordinator metadata ``meta``)
+        committed: its newest batch up to ``txid`` (a partition the batch skipped: its batch
+        before); partitions without a batch yet are left out."""
+        out: dict[str, Any] = {}
+        for partition in self.spout.get_partitioned_emitter().get_ordered_partitions(meta):
+            found = self.progress(partition, txid + 1)
+            if found is not None:
+                out[partition] = found
+        return out
+
     def restore_batch(self, txid: int, partitions: Mapping[str, Any]) -> None:
         """Make the next emit of ``txid`` replay exactly ``partitions`` (from
         :meth:`batch_partitions`)."""
