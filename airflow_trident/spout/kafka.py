@@ -60,6 +60,8 @@ from airflow_trident.names import Dataset, kafka_dataset
 from airflow_trident.spout.base import Collector
 from airflow_trident.spout.file_records import RESCUED, TYPES
 from airflow_trident.spout.kafka_client import (
+    DEFAULT_CONN_ID,
+    check_client,
     consumer,
     discover,
     no_config,
@@ -121,6 +123,7 @@ class _Kafka:
         isolation: str = "read_committed",
         timeout_s: float = 30.0,
         commit_group: str | bool | None = True,
+        spark_kafka_options: Mapping[str, str] | None = None,
     ) -> None:
         name = type(self).__name__
         topics = (topics,) if isinstance(topics, str) else tuple(topics)
@@ -129,8 +132,10 @@ class _Kafka:
             raise ConfigurationError(msg)
         if pattern is not None:
             re.compile(pattern)
-        if (kafka_config_id is None) == (config is None):
+        if kafka_config_id is not None and config is not None:
             raise no_config(name)
+        if kafka_config_id is None and config is None:
+            kafka_config_id = DEFAULT_CONN_ID  # the Kafka provider's default connection
         if config is not None and "bootstrap.servers" not in config:
             raise no_config(name)
         if value_format not in VALUE_FORMATS:
@@ -176,6 +181,13 @@ class _Kafka:
         self.max_per_partition, self.max_offsets = max_offsets_per_partition, max_offsets
         self.isolation = isolation
         self.timeout_s = timeout_s
+        given = dict(spark_kafka_options or {})
+        wrong = sorted(k for k in given if not str(k).startswith("kafka."))
+        if wrong:
+            msg = f"{name}: spark_kafka_options {wrong} are not kafka.* options (Spark's source)"
+            raise ConfigurationError(msg)
+        self.spark_kafka_options = {str(k): str(v) for k, v in given.items()}
+        self._spark: tuple[str, dict[str, str]] | None = None
         self.commit_group = check_commit_group(name, commit_group)
         self.output_fields = self._parser("").fields
         self.waiting: str | None = None
@@ -186,19 +198,53 @@ class _Kafka:
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_progress"] = None
+        state["_spark"] = None  # holds secrets; made again where needed
         return state
 
     def __repr__(self) -> str:  # never the config: it may hold secrets
         where = self.kafka_config_id or (self._given or {}).get("bootstrap.servers")
         return f"{type(self).__name__}(topics={self.topics!r}, pattern={self.pattern!r}, {where})"
 
-    def config(self) -> dict[str, str]:
+    def config(self) -> dict[str, Any]:
         """The librdkafka settings: ``config``, or the connection resolved now (secrets:
         never log them)."""
         if self._given is not None:
             return dict(self._given)
         assert self.kafka_config_id is not None
         return connections.kafka_config(self.kafka_config_id)
+
+    @property
+    def connection(self) -> str:
+        """How errors name the settings: the connection id, or ``config=`` with its servers."""
+        if self.kafka_config_id is not None:
+            return f"Kafka connection {self.kafka_config_id!r}"
+        servers = (self._given or {}).get("bootstrap.servers")
+        return f"the spout's config (bootstrap.servers {servers})"
+
+    def spark_options(self, config: Mapping[str, Any]) -> dict[str, str]:
+        """Spark's Kafka source options for ``config`` (made once per config).
+
+        Raises
+        ------
+        ConfigurationError
+            For a setting Spark's connector cannot carry, naming it, the path and the
+            connection.
+        """
+        key = json.dumps(config, sort_keys=True, default=repr)
+        if self._spark is None or self._spark[0] != key:
+            try:
+                options = spark_options(config, self.isolation, self.spark_kafka_options)
+            except ConfigurationError as exc:
+                raise ConfigurationError(f"{self}: {self.connection}: {exc}") from None
+            self._spark = (key, options)
+        return dict(self._spark[1])
+
+    def check_paths(self, config: Mapping[str, Any]) -> None:
+        """Refuse, at begin, settings a path of a batch cannot carry: those Spark's connector
+        cannot (any batch may take it once its ranges outgrow the driver's read) and those the
+        in-process client cannot (:func:`~airflow_trident.spout.kafka_client.check_client`)."""
+        check_client(config, self.connection)
+        self.spark_options(config)
 
     def openlineage_datasets(self, state_url: str | None = None) -> list[Dataset]:
         """The topics read, as OpenLineage names them: ``kafka://host:port`` of the first
@@ -227,15 +273,17 @@ class _Kafka:
         return None if self._progress is None else self._progress(pid, _NEWEST)
 
     def _discover(self) -> dict[str, bool]:
-        found = discover(self.config(), self.topics, self.pattern, self.timeout_s)
+        found = discover(self.config(), self.topics, self.pattern, self.timeout_s,
+                         self.connection)  # fmt: skip
         return {partition_id(t, p): led for t, parts in found.items() for p, led in parts.items()}
 
     def get_partitions_for_batch(self) -> Any:
         """The partitions now, each one's end (its high watermark, the last stable offset
         under ``read_committed``; ``None``: unreadable), where new ones start, and each
         one's share of ``max_offsets``."""
+        self.check_paths(self.config())
         led = self._discover()
-        reader = consumer(self.config(), self.isolation)
+        reader = consumer(self.config(), self.isolation, self.connection)
         try:
             ends: dict[str, int | None] = {}
             lows: dict[str, int] = {}
@@ -297,12 +345,13 @@ class _Kafka:
         """True when a partition has records after its newest batch; the transactional spout
         says no while a partition's leader does not answer (see :attr:`waiting`)."""
         self.waiting = None
+        self.check_paths(self.config())
         try:
             led = self._discover()
         except SpoutUnavailableError as exc:
             self.waiting = str(exc)
             return False
-        reader = consumer(self.config(), self.isolation)
+        reader = consumer(self.config(), self.isolation, self.connection)
         new, down = False, []
         try:
             for pid, has_leader in sorted(led.items()):
@@ -317,6 +366,12 @@ class _Kafka:
                 new = new or found[1] > (found[0] if last is None else last)
         finally:
             reader.close()
+        if not led and self.pattern is not None:
+            self.waiting = (
+                f"pattern {self.pattern!r} matches no topic on the cluster yet: the spout "
+                f"waits for one"
+            )
+            log.info("%s: %s", self, self.waiting)
         if down and self._waits_for_all:
             self.waiting = (
                 f"partitions {down} do not answer (no leader, or it is down): a transactional "
@@ -332,7 +387,7 @@ class _Kafka:
         """The offsets of ``partition`` after its batch ``partition_meta`` (its high watermark
         minus the batch's ``next``; every offset it holds before its first batch)."""
         topic, number = _split(partition)
-        reader = consumer(self.config(), self.isolation)
+        reader = consumer(self.config(), self.isolation, self.connection)
         try:
             found = watermarks(reader, topic, [number], self.timeout_s)[number]
         finally:
@@ -424,7 +479,7 @@ class _Kafka:
         return KafkaRange(
             meta["topic"], int(meta["partition"]), int(meta["first"]), int(meta["next"]),
             self._parser(self._where(attempt, pid)), config,
-            spark_options(config, self.isolation),
+            self.spark_options(config),
             None if records is None else int(records), self.timeout_s, self.isolation,
         )  # fmt: skip
 
@@ -478,7 +533,7 @@ class _TransactionalEmitter:
 
 
 def _watermarks_now(spout: _Kafka, topic: str, number: int, where: str) -> tuple[int, int]:
-    reader = consumer(spout.config(), spout.isolation)
+    reader = consumer(spout.config(), spout.isolation, spout.connection)
     try:
         found = watermarks(reader, topic, [number], spout.timeout_s)[number]
     finally:
@@ -508,7 +563,10 @@ class KafkaSpout(_Kafka):
         A regular expression: every topic whose whole name matches (checked every batch).
     kafka_config_id
         An Airflow ``kafka`` connection (the Kafka provider's: librdkafka settings in its
-        extra), resolved when a batch runs; or ``config``: the settings themselves.
+        extra, read through its hook where it is installed), resolved when a batch runs;
+        ``kafka_default`` (the provider's default) when neither this nor ``config`` is given;
+        or ``config``: the settings themselves. TLS and SASL reach every path of a batch
+        (docs/security.md).
     value_format
         ``"str"`` (UTF-8 text), ``"bytes"``, ``"json"`` (one JSON object per record) or
         ``"csv"`` (one CSV line per record, the fields in order).
@@ -527,6 +585,11 @@ class KafkaSpout(_Kafka):
         ``"read_uncommitted"``.
     timeout_s
         How long a broker call may take.
+    spark_kafka_options
+        ``kafka.*`` options of Spark's Kafka source over those made from the connection, for
+        what the connection's librdkafka settings cannot say to the JVM client (a Python
+        ``oauth_cb``: e.g. ``kafka.sasl.login.callback.handler.class``); with them, such a
+        setting is not refused at begin (docs/security.md).
     commit_group
         The consumer group each committed batch's end offsets go to, for Kafka's lag tools
         only (never read back): ``True`` is ``trident-<topology>-<spout>``; ``False``/``None``:

@@ -34,7 +34,7 @@ from tests.harness.ports import free_ports
 __all__ = ["MECHANISMS", "PASSWORD", "USER", "SecuredKafka", "make_tls"]
 
 USER = "etl"
-PASSWORD = "etl-secret-1"  # noqa: S105: a throw-away broker's test user
+PASSWORD = "etl-secret-1"  # a throw-away broker's test user
 MECHANISMS = ("mtls", "plain", "scram-sha-256", "scram-sha-512", "oauthbearer")
 """The ways in a test runs a batch through: mutual TLS, SASL_SSL with each SASL mechanism
 the wheel's librdkafka has, and OAUTHBEARER (GSSAPI: docs/security.md)."""
@@ -200,3 +200,20 @@ class SecuredKafka:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+def unsecured_token(config: str) -> tuple[str, float]:
+    """An ``oauth_cb`` (allow-listed by tests in ``[apache_kafka] callback_allowlist``): an
+    unsigned JWT for :data:`USER`, which the broker's unsecured OAUTHBEARER validator takes,
+    valid for an hour; ``config`` is librdkafka's ``sasl.oauthbearer.config`` (unused)."""
+    import base64
+    import json
+    import time
+
+    def part(data: dict[str, Any]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(data).encode()).decode().rstrip("=")
+
+    now = time.time()
+    claims = {"sub": USER, "iat": int(now), "exp": int(now) + 3600}
+    token = f"{part({'alg': 'none'})}.{part(claims)}."
+    return token, now + 3600

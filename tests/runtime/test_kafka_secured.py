@@ -193,3 +193,71 @@ def test_a_setting_spark_s_connector_cannot_carry_is_refused_at_begin(
     assert sorted(given.get_partitions_for_batch()["partitions"]) == [
         f"{topic}:{p}" for p in range(3)
     ]
+
+
+def test_the_kafka_provider_builds_the_client_its_allow_listed_callback_and_default_id(
+    secured: SecuredKafka, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from airflow.providers.apache.kafka.hooks.produce import KafkaProducerHook
+
+    from airflow_trident import connections
+    from airflow_trident.hooks.connections import install
+    from airflow_trident.spout.kafka import KafkaSpout
+
+    callback = "tests.harness.kafka_secure.unsecured_token"
+    # Given the provider's default connection, OAUTHBEARER with a token callback by dotted path
+    extra = {"bootstrap.servers": f"127.0.0.1:{secured.node.oauth_port}",
+             "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER",
+             "oauth_cb": callback}  # fmt: skip
+    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_DEFAULT", json.dumps({"conn_type": "kafka",
+                                                                 "extra": extra}))  # fmt: skip
+    name = unique_topic("ksecprov")
+    create_topic(secured.plaintext, name, partitions=1)
+    install()
+    try:
+        # When the callback is not allow-listed, the provider refuses it, and so do we
+        spout = KafkaSpout(name, value_format="json", fields=["w"], timeout_s=15.0,
+                           spark_kafka_options={"kafka.sasl.mechanism": "OAUTHBEARER"})  # fmt: skip
+        assert spout.kafka_config_id == "kafka_default"
+        with pytest.raises(ConfigurationError, match=r"kafka_default.*callback_allowlist"):
+            spout.get_partitions_for_batch()
+        monkeypatch.setenv("AIRFLOW__APACHE_KAFKA__CALLBACK_ALLOWLIST", callback)
+        # When the provider's own producer hook writes through the connection, unchanged
+        producer = KafkaProducerHook().get_producer()
+        for word in ("a", "b", "a"):
+            producer.produce(name, value=json.dumps({"w": word}))
+        assert producer.flush(30) == 0
+        # Then our spout, made without a connection id, reads them through the same one
+        steps = word_count_of(spout, f"ksec_prov_{name}")
+        steps.run_batch()
+        values = steps.query_state("counts").multi_get([("a",), ("b",)])
+        assert values == [2, 1]
+        # And the connection's callback travels to a spark-submit job's driver by its path
+        shipped = json.loads(connections.shipment() or "{}")["kafka_default"]
+        assert shipped["kafka_callbacks"] == {"oauth_cb": callback}
+        assert "oauth_cb" not in shipped["kafka_config"]
+    finally:
+        connections.install_resolver(None)
+    # and without spark_kafka_options the callback is refused at begin for Spark's connector
+    monkeypatch.setenv("AIRFLOW__APACHE_KAFKA__CALLBACK_ALLOWLIST", callback)
+    install()
+    try:
+        bare = KafkaSpout(name, value_format="json", fields=["w"], timeout_s=15.0)
+        with pytest.raises(ConfigurationError, match=r"oauth_cb.*Spark's Kafka connector"):
+            bare.get_partitions_for_batch()
+    finally:
+        connections.install_resolver(None)
+
+
+def word_count_of(spout: Any, name: str) -> Any:
+    from airflow_trident.batch.steps import BatchSteps
+    from airflow_trident.coordination.memory import MemoryCoordinatorStore
+    from airflow_trident.operation import Count
+    from airflow_trident.state.memory import memory_state
+    from airflow_trident.topology import TridentTopology
+
+    t = TridentTopology(name)
+    t.new_stream("events", spout).group_by(["w"]).persistent_aggregate(
+        memory_state(name, "transactional"), Count(), ["n"], name="counts"
+    )
+    return BatchSteps(t, MemoryCoordinatorStore(t.name), None)

@@ -372,7 +372,7 @@ def test_an_airflow_kafka_connection_is_read_when_the_batch_runs(
 @pytest.mark.parametrize(
     ("extra", "says"),
     [({}, "no bootstrap.servers"),
-     ({"bootstrap.servers": "b:9092", "oauth_cb": "pkg.mod.token"}, "names callbacks")],
+     ({"bootstrap.servers": "b:9092", "oauth_cb": "pkg.mod.token"}, "callback_allowlist")],
 )  # fmt: skip
 def test_a_kafka_connection_without_servers_or_with_callbacks_is_refused(
     monkeypatch: pytest.MonkeyPatch, extra: dict[str, str], says: str
@@ -383,3 +383,29 @@ def test_a_kafka_connection_without_servers_or_with_callbacks_is_refused(
                                                              "extra": extra}))  # fmt: skip
     with pytest.raises(ConfigurationError, match=says):
         AirflowConnections().kafka_config("bad_kafka")
+
+
+def test_a_named_topic_not_on_the_cluster_fails_the_begin_with_the_name_and_a_hint(
+    kafka_bootstrap: str, topic: str
+) -> None:
+    # Given a spout whose topic name has a typo (the real topic exists)
+    typo = topic[:-1] + ("x" if topic[-1] != "x" else "y")
+    steps = word_count(spout(KafkaSpout, kafka_bootstrap, typo), f"kty_{topic}")
+    # When its sensor asks and its begin runs: both fail, and nothing is committed (a retry
+    # after the fix re-binds the txid the begin allocated)
+    for ask in (lambda: steps.is_ready(), lambda: steps.begin(None)):
+        with pytest.raises(ConfigurationError) as raised:
+            ask()
+        said = str(raised.value)
+        assert f"topic {typo!r} not on the cluster" in said
+        assert topic in said  # the topic with a similar name
+        assert "nothing is committed" in said
+    assert steps.store.committed_txid() == 0
+
+
+def test_a_pattern_matching_no_topic_waits_and_says_so(kafka_bootstrap: str) -> None:
+    prefix = unique_topic("knone")
+    kafka_spout = spout(KafkaSpout, kafka_bootstrap, (), pattern=rf"{prefix}_.*")
+    assert kafka_spout.is_ready(1) is False
+    assert kafka_spout.waiting is not None
+    assert "matches no topic" in kafka_spout.waiting
