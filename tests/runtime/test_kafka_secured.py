@@ -261,3 +261,38 @@ def word_count_of(spout: Any, name: str) -> Any:
         memory_state(name, "transactional"), Count(), ["n"], name="counts"
     )
     return BatchSteps(t, MemoryCoordinatorStore(t.name), None)
+
+
+@pytest.mark.parametrize("way", ["mtls", "scram-sha-256", "oauthbearer"])
+def test_the_kafka_sink_writes_each_txid_once_on_a_secured_listener(
+    secured: SecuredKafka, way: str
+) -> None:
+    from collections import Counter
+
+    from airflow_trident.state.kafka import kafka_sink
+    from tests.harness.kafka_sinks import read_topic
+
+    name = unique_topic("ksecsink")
+    create_topic(secured.plaintext, name, partitions=2)
+    sink = kafka_sink(name, config=secured.config(way), topology=f"ksink_{way.replace('-', '_')}")
+    for txid in (1, 2, 2, 1):  # each txid, then a replay of each: nothing twice
+        state = sink.make_state(0, 1)
+        state.begin_commit(txid)
+        state.write([(f"k{k}", {"txid": txid, "k": k}) for k in range(4)])
+        state.commit(txid)
+    records = read_topic(secured.plaintext, name)
+    assert Counter(r.value["txid"] for r in records) == {1: 4, 2: 4}
+
+
+def test_tls_files_travel_inside_the_shipment(secured: SecuredKafka) -> None:
+    from airflow_trident import connections
+
+    config = secured.config("mtls")
+    entry = connections._shipped_kafka(config)["kafka_config"]
+    # a Spark executor or spark-submit driver on another machine has no copy of the files
+    assert not any(key.endswith(".location") for key in entry)
+    assert entry["ssl.ca.pem"] == Path(config["ssl.ca.location"]).read_text()
+    assert entry["ssl.key.pem"] == Path(config["ssl.key.location"]).read_text()
+    from confluent_kafka.admin import AdminClient
+
+    assert AdminClient(entry).list_topics(timeout=15).topics  # the inline form connects

@@ -4,6 +4,8 @@ shaped like the connector's rows, which gives the in-process parser's tuples."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from airflow_trident.errors import MalformedRecordError
@@ -81,3 +83,40 @@ def test_spark_options_carry_the_shared_settings_and_sasl_as_jaas() -> None:
     )
     assert "kafka.linger.ms" not in options
     assert options["kafka.isolation.level"] == "read_committed"
+
+
+def test_spark_options_carry_tls_files_as_pem_and_each_sasl_mechanism(tmp_path: Path) -> None:
+    from airflow_trident.errors import ConfigurationError
+    from airflow_trident.spout.kafka_security import java_settings
+
+    ca = tmp_path / "ca.pem"
+    ca.write_text("-----BEGIN CERTIFICATE-----\nQ0E=\n-----END CERTIFICATE-----\n")
+    tls = java_settings({"bootstrap.servers": "b:9093", "security.protocol": "ssl",
+                         "ssl.ca.location": str(ca),
+                         "ssl.endpoint.identification.algorithm": "none"})  # fmt: skip
+    assert tls["security.protocol"] == "SSL"
+    assert tls["ssl.truststore.type"] == "PEM"
+    assert tls["ssl.truststore.certificates"] == ca.read_text()
+    assert tls["ssl.endpoint.identification.algorithm"] == ""
+    kerberos = java_settings({"bootstrap.servers": "b:9093", "sasl.mechanism": "GSSAPI",
+                              "sasl.kerberos.keytab": "/etc/etl.keytab",
+                              "sasl.kerberos.principal": "etl@EXAMPLE.COM"})  # fmt: skip
+    assert kerberos["sasl.kerberos.service.name"] == "kafka"
+    assert kerberos["sasl.jaas.config"] == (
+        'com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true storeKey=true '
+        'keyTab="/etc/etl.keytab" principal="etl@EXAMPLE.COM";'
+    )
+    oidc = java_settings({"bootstrap.servers": "b:9093", "sasl.mechanism": "OAUTHBEARER",
+                          "sasl.oauthbearer.method": "oidc",
+                          "sasl.oauthbearer.client.id": "etl",
+                          "sasl.oauthbearer.client.secret": "s",
+                          "sasl.oauthbearer.token.endpoint.url": "https://idp/token",
+                          "sasl.oauthbearer.scope": "kafka"})  # fmt: skip
+    assert oidc["sasl.login.callback.handler.class"].endswith("OAuthBearerLoginCallbackHandler")
+    assert oidc["sasl.oauthbearer.token.endpoint.url"] == "https://idp/token"
+    assert 'clientId="etl" clientSecret="s" scope="kafka";' in oidc["sasl.jaas.config"]
+    assert "sasl.oauthbearer.method" not in oidc
+    with pytest.raises(ConfigurationError, match=r"ssl\.certificate"):
+        java_settings({"bootstrap.servers": "b:1", "ssl.certificate.location": str(ca)})
+    with pytest.raises(ConfigurationError, match=r"sasl\.mechanism 'AWS_MSK_IAM'"):
+        java_settings({"bootstrap.servers": "b:1", "sasl.mechanism": "AWS_MSK_IAM"})
