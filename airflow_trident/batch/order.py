@@ -155,7 +155,7 @@ class StallWatch:
             f"{head} Fix: clear run {run} (`airflow dags clear {self.dag_id} --run-id {run} "
             f"--only-failed --yes`, or in the UI: Grid > run {run} > Clear > only failed), then "
             f"this run (it keeps txid {self.txid}): {this_clear}. Every failed run at once: "
-            f"`airflow dags clear {self.dag_id} --only-failed --yes`; they commit in txid order."
+            f"`airflow tasks clear {self.dag_id} --only-failed --yes`; they commit in txid order."
         )
 
 

@@ -437,8 +437,11 @@ def aged_out(where: str, topic: str, partition: int, first: int, end: int, low: 
         f"{where}: topic {topic!r} partition {partition} offsets [{first}, {end}) of this "
         f"batch are gone ({held}: retention or deletion removed them); a transactional batch "
         f"replays exactly its range and is never replayed in part, so it is refused. Hint: "
-        f"raise the topic's retention above the longest replay window; to go on without "
-        f"these records use OpaqueKafkaSpout (it skips what is gone and records the loss)"
+        f"raise the topic's retention above the longest replay window (it does not bring "
+        f"these records back); to go on without them, move this txid's range past the gone "
+        f"offsets and clear the run (docs/runbook.md, \"A transactional Kafka batch whose "
+        f"records are gone\"); a new topology may use OpaqueKafkaSpout, which skips what is "
+        f"gone and records the loss"
     )
 
 
