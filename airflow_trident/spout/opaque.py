@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from airflow_trident.attempt import TransactionAttempt
-from airflow_trident.errors import BatchFailedError
+from airflow_trident.errors import BatchFailedError, ConfigurationError
 from airflow_trident.spout.base import (
     BatchCoordinator,
     Collector,
@@ -155,7 +155,17 @@ class OpaquePartitionedSpoutExecutor:
         committed = self.state.get_committed(partition) or {"txid": 0, "meta": None}
         earlier = self.state.latest_before(partition, txid)
         if earlier is not None and earlier[0] > committed["txid"]:
-            return earlier[1]["end"]  # pipelined: build on the newest uncommitted batch
+            staged = earlier[1]
+            if not isinstance(staged, dict) or "end" not in staged:
+                msg = (
+                    f"{type(self.spout).__name__}: partition {partition!r} of this stream holds "
+                    f"batch metadata an opaque spout did not write (txid {earlier[0]}: a "
+                    f"transactional spout's?); an opaque spout cannot take over a transactional "
+                    f"stream's history. Hint: give the stream a new name, or see "
+                    f'docs/runbook.md, "A transactional Kafka batch whose records are gone"'
+                )
+                raise ConfigurationError(msg)
+            return staged["end"]  # pipelined: build on the newest uncommitted batch
         return committed["meta"]
 
     def partitions(self, meta: Any) -> list[str]:
