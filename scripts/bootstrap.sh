@@ -3,10 +3,11 @@
 # scripts/jars.sh: Spark's Kafka connector and PostgreSQL's JDBC driver; the Kafka broker's are
 # resolved by services.sh when it starts the broker).
 # Idempotent; a no-change run takes ~1 s.
-# Usage: scripts/bootstrap.sh [browser] [redis]
+# Usage: scripts/bootstrap.sh [browser] [redis] [kerberos]
 #   the words install the Debian packages only some commands need: `browser` (Chromium and its
-#   driver, the browser tests), `redis` (the Celery cluster test's broker). The main job needs
-#   neither. (`jdbc` is still accepted and does nothing: the JDBC driver is one of the jars.)
+#   driver, the browser tests), `redis` (the Celery cluster test's broker), `kerberos` (MIT
+#   Kerberos' KDC and tools, the GSSAPI cluster test's private KDC). The main job needs none.
+#   (`jdbc` is still accepted and does nothing: the JDBC driver is one of the jars.)
 # TRIDENT_NEEDS (space-separated words) adds to them: scripts/env.sh passes it on.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -41,7 +42,10 @@ for need in "$@" ${TRIDENT_NEEDS:-}; do
         jdbc) ;; # was Debian's libpostgresql-jdbc-java: now org.postgresql:postgresql (jvm/pom.xml)
         redis) # the Celery cluster test (tests/cluster/test_celery.py) uses Redis as its broker
             command -v redis-server >/dev/null || debs+=(redis-server) ;;
-        *) log "unknown need '$need' (browser, redis)"; exit 2 ;;
+        kerberos) # the GSSAPI cluster test's private MIT KDC (tests/harness/kerberos.py)
+            [ -x /usr/sbin/krb5kdc ] && [ -x /usr/sbin/kadmin.local ] \
+                || debs+=(krb5-kdc krb5-admin-server krb5-user) ;;
+        *) log "unknown need '$need' (browser, redis, kerberos)"; exit 2 ;;
     esac
 done
 apt_pid=
