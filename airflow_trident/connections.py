@@ -30,18 +30,20 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
-from airflow_trident.errors import ConfigurationError
+from airflow_trident.errors import ConfigurationError, MissingConnectionError
 
 __all__ = [
     "CONNECTIONS_ENV",
     "ConnectionResolver",
     "database_url",
     "declare",
+    "declare_iceberg",
     "declare_kafka",
     "declared",
+    "iceberg_catalog",
     "install_resolver",
     "kafka_client_settings",
     "kafka_config",
@@ -52,7 +54,9 @@ __all__ = [
 ]
 
 CONNECTIONS_ENV = "TRIDENT_CONNECTIONS"
-"""JSON ``{conn_id: {"url": ..., "storage_options": {...}}}`` a Spark job inherits."""
+"""JSON ``{conn_id: {"url": ..., "storage_options": {...}}}`` a Spark job inherits (a Kafka
+connection: ``{"kafka_config": {...}}``; an Iceberg catalog's: ``{"iceberg_catalog": {"name":
+..., "properties": {...}}}``)."""
 
 
 class ConnectionResolver(Protocol):
@@ -225,16 +229,68 @@ def kafka_client_settings(config: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+_ICEBERG: set[str] = set()
+
+
+def declare_iceberg(conn_id: str) -> str:
+    """:func:`declare` for an Iceberg catalog connection, which :func:`resolved` ships as the
+    catalog's name and pyiceberg properties (:func:`iceberg_catalog`)."""
+    declare(conn_id)
+    with _LOCK:
+        _ICEBERG.add(conn_id)
+    return conn_id
+
+
+IcebergCatalog = tuple[str, dict[str, str]]
+"""A pyiceberg catalog's name and properties."""
+
+
+def iceberg_catalog(
+    conn_id: str, fallback: Callable[[str], IcebergCatalog] | None = None
+) -> IcebergCatalog:
+    """The name and pyiceberg properties of Iceberg catalog connection ``conn_id`` (they may
+    hold a secret: never log them): from the task's shipment (a Spark executor), else the
+    installed resolver's ``iceberg_catalog``, else ``fallback``.
+
+    Raises
+    ------
+    MissingConnectionError
+        If none of them has it.
+    """
+    shipped = _shipped().get(conn_id)
+    if shipped is not None and "iceberg_catalog" in shipped:
+        catalog = shipped["iceberg_catalog"]
+        return str(catalog["name"]), {str(k): str(v) for k, v in catalog["properties"].items()}
+    resolve = getattr(_RESOLVER, "iceberg_catalog", None)
+    if callable(resolve):
+        name, props = resolve(conn_id)
+        return str(name), dict(props)
+    if fallback is not None:
+        return fallback(conn_id)
+    msg = (
+        f"iceberg catalog connection {conn_id!r} cannot be resolved in this process: no "
+        f"Airflow here and the task did not ship it ({CONNECTIONS_ENV}); hint: run the "
+        f"topology from an Airflow task or the airflow-trident CLI (a Spark task gets the "
+        f"catalog in its closure), or give the sink catalog={{...}} properties"
+    )
+    raise MissingConnectionError(msg)
+
+
 def resolved(conn_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
     """Each connection resolved as what a Spark job needs (its URL, or its storage options
-    when it has no database URL), for :data:`CONNECTIONS_ENV`."""
+    when it has no database URL; a Kafka connection's settings; an Iceberg catalog), for
+    :data:`CONNECTIONS_ENV`."""
     out: dict[str, dict[str, Any]] = {}
     for conn_id in sorted(set(conn_ids)):
         entry: dict[str, Any] = {}
         with _LOCK:
-            is_kafka = conn_id in _KAFKA
+            is_kafka, is_iceberg = conn_id in _KAFKA, conn_id in _ICEBERG
         if is_kafka:
             out[conn_id] = {"kafka_config": kafka_config(conn_id)}
+            continue
+        if is_iceberg:
+            name, props = iceberg_catalog(conn_id)
+            out[conn_id] = {"iceberg_catalog": {"name": name, "properties": props}}
             continue
         try:
             entry["url"] = database_url(conn_id)

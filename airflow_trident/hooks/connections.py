@@ -9,8 +9,12 @@ PostgreSQL's host, port, login, password, ``schema`` as the database and the lib
 ``PostgresHook.sqlalchemy_url`` instead (its extras, ``sqlalchemy_query`` and IAM tokens).
 A ``kafka`` connection (the Kafka provider's) gives its extra's librdkafka settings.
 Any other connection gives object-store options (delta-rs ``storage_options``): an ``aws``
-connection's login/password as the access key, its extras ``region_name`` and
-``endpoint_url``; otherwise the connection's extra ``storage_options`` (a JSON object).
+connection's credentials, region and endpoint (:mod:`airflow_trident.hooks.aws`: through the
+Amazon provider's ``AwsBaseHook`` when it is installed: session tokens, roles, profiles), then
+the connection's extra ``storage_options`` (a JSON object). An Iceberg catalog connection gives
+the catalog's pyiceberg properties (:mod:`airflow_trident.hooks.iceberg`). Connections are read
+through Airflow's API and a malformed one is refused naming it
+(:mod:`airflow_trident.hooks.connection_reader`).
 """
 
 from __future__ import annotations
@@ -18,11 +22,12 @@ from __future__ import annotations
 import importlib.util
 from typing import Any
 
-from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowNotFoundException
 
 from airflow_trident import connections
 from airflow_trident.errors import ConfigurationError, MissingConnectionError
+from airflow_trident.hooks.aws import aws_storage_options
+from airflow_trident.hooks.connection_reader import extra_of, get_connection
 from airflow_trident.hooks.state_store import POSTGRES_DRIVER, StateStoreHook
 
 __all__ = ["AirflowConnections", "install"]
@@ -48,20 +53,21 @@ class AirflowConnections:
         return rendered
 
     def storage_options(self, conn_id: str) -> dict[str, str]:
-        """delta-rs ``storage_options`` of connection ``conn_id``."""
+        """delta-rs ``storage_options`` of connection ``conn_id``: an ``aws`` connection's
+        credentials (:mod:`airflow_trident.hooks.aws`: through the Amazon provider's hook when
+        it is installed), then the extra ``storage_options``.
+
+        Raises
+        ------
+        ConfigurationError
+            If the extra is not a JSON object, ``storage_options`` is not one, or the ``aws``
+            connection cannot give credentials (the message names the connection).
+        """
         conn = _connection(conn_id)
-        extra: dict[str, Any] = conn.extra_dejson
+        extra = extra_of(conn, f"connection {conn_id!r}")
         options: dict[str, str] = {}
         if conn.conn_type == "aws":
-            if conn.login:
-                options["AWS_ACCESS_KEY_ID"] = conn.login
-            if conn.password:
-                options["AWS_SECRET_ACCESS_KEY"] = conn.password
-            for key, name in (("region_name", "AWS_REGION"), ("endpoint_url", "AWS_ENDPOINT_URL")):
-                if extra.get(key):
-                    options[name] = str(extra[key])
-            if str(options.get("AWS_ENDPOINT_URL", "")).startswith("http://"):
-                options["AWS_ALLOW_HTTP"] = "true"
+            options = aws_storage_options(conn_id, conn, extra)
         given = extra.get("storage_options", {})
         if not isinstance(given, dict):
             msg = f"connection {conn_id!r}: extra storage_options must be a JSON object"
@@ -69,6 +75,12 @@ class AirflowConnections:
         options.update({str(k): str(v) for k, v in given.items()})
         return options
 
+    def iceberg_catalog(self, conn_id: str) -> tuple[str, dict[str, str]]:
+        """The name and pyiceberg properties of Iceberg catalog connection ``conn_id``
+        (:func:`airflow_trident.hooks.iceberg.catalog_of`)."""
+        from airflow_trident.hooks.iceberg import catalog_of
+
+        return catalog_of(conn_id)
 
     def kafka_config(self, conn_id: str) -> dict[str, str]:
         """The librdkafka settings of Kafka connection ``conn_id``: its extra, as the Kafka
@@ -102,7 +114,7 @@ class AirflowConnections:
 
 def _connection(conn_id: str) -> Any:
     try:
-        return BaseHook.get_connection(conn_id)
+        return get_connection(conn_id)
     except AirflowNotFoundException:
         msg = (
             f"connection {conn_id!r} of a source or sink is not defined; hint: define it in "

@@ -40,6 +40,7 @@ from sqlalchemy.engine import URL
 
 from airflow_trident.errors import ConfigurationError
 from airflow_trident.get_provider_info import ui_field_behaviour
+from airflow_trident.hooks.connection_reader import extra_of, get_connection
 
 __all__ = ["StateStoreHook"]
 
@@ -97,9 +98,10 @@ class StateStoreHook(BaseHook):
         ConfigurationError
             If the connection type or dialect is not supported, or SQLite has no file path.
         """
-        conn = self.get_connection(self.state_conn_id)
+        conn = get_connection(self.state_conn_id)
         where = f"state store connection {self.state_conn_id!r}"
-        dialect = _dialect(conn.conn_type, conn.extra_dejson, where)
+        extra = extra_of(conn, where)
+        dialect = _dialect(conn.conn_type, extra, where)
         if dialect is None:  # a trident_state connection without one: the form's default
             return URL.create("sqlite", database=_dialectless_sqlite_path(conn, where))
         if dialect == "sqlite":
@@ -117,7 +119,7 @@ class StateStoreHook(BaseHook):
             host=conn.host or None,
             port=conn.port or None,
             database=conn.schema or None,
-            query=_libpq_query(conn.extra_dejson),
+            query=_libpq_query(extra, where),
         )
 
     def get_engine(self) -> sa.Engine:
@@ -238,5 +240,14 @@ def _sqlite_path(host: str | None, schema: str | None, where: str) -> str:
     return given.pop()
 
 
-def _libpq_query(extra: dict[str, Any]) -> dict[str, str]:
-    return {key: str(extra[key]) for key in _LIBPQ_EXTRAS if extra.get(key) not in (None, "")}
+def _libpq_query(extra: dict[str, Any], where: str) -> dict[str, str]:
+    query: dict[str, str] = {}
+    for key in _LIBPQ_EXTRAS:
+        value = extra.get(key)
+        if value in (None, ""):
+            continue
+        if isinstance(value, (dict, list)):
+            msg = f"{where}: extra {key!r} must be a string or a number, not a JSON object or array"
+            raise ConfigurationError(msg)
+        query[key] = str(value)
+    return query

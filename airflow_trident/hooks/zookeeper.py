@@ -59,6 +59,7 @@ from kazoo.exceptions import KazooException, NoAuthError
 from airflow_trident.coordination.client import ZkConfig, ZkSasl, ZkTls, connect
 from airflow_trident.errors import ConfigurationError, TridentError
 from airflow_trident.get_provider_info import ui_field_behaviour
+from airflow_trident.hooks.connection_reader import extra_of, get_connection
 
 __all__ = ["ZooKeeperHook"]
 
@@ -109,9 +110,9 @@ class ZooKeeperHook(BaseHook):
         ConfigurationError
             If a field or extra is malformed (the message names the connection and the field).
         """
-        conn = self.get_connection(self.zookeeper_conn_id)
+        conn = get_connection(self.zookeeper_conn_id)
         where = f"ZooKeeper connection {self.zookeeper_conn_id!r}"
-        extra = conn.extra_dejson
+        extra = extra_of(conn, where)  # a malformed extra must not silently turn TLS/SASL off
         unknown = sorted(set(extra) - set(_EXTRAS) - {_prefixed(k) for k in _EXTRAS})
         if unknown:  # a misspelt TLS/SASL extra must not silently give a plain connection
             close = {k: difflib.get_close_matches(k, _EXTRAS, n=1) for k in unknown}

@@ -57,6 +57,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from airflow_trident import connections
 from airflow_trident.errors import ConfigurationError, StateError
 from airflow_trident.names import Dataset, iceberg_dataset, validate_name
 from airflow_trident.operation.base import StateUpdater
@@ -93,13 +94,14 @@ class IcebergStateFactory:
         app_id: str,
         *,
         catalog: Mapping[str, str] | None = None,
-        catalog_conn_id: str | None = None,
+        iceberg_conn_id: str | None = None,
         warehouse: str | None = None,
         merge_keys: Sequence[str] = (),
         partition_by: Sequence[PartitionField] = (),
         schema: pa.Schema | None = None,
         txid_column: str | None = "trident_txid",
         evolve_schema: bool = False,
+        catalog_conn_id: str | None = None,
     ) -> None:
         if not isinstance(table, str) or "." not in table.strip("."):
             msg = f"iceberg_state({table!r}): name the table with its namespace, e.g. 'db.events'"
@@ -110,8 +112,9 @@ class IcebergStateFactory:
                 f"e.g. 'topology.state'"
             )
             raise ConfigurationError(msg)
-        if catalog is not None and catalog_conn_id is not None:
-            msg = f"iceberg_state({table!r}): give catalog or catalog_conn_id, not both"
+        iceberg_conn_id = _renamed_conn_id(table, iceberg_conn_id, catalog_conn_id)
+        if catalog is not None and iceberg_conn_id is not None:
+            msg = f"iceberg_state({table!r}): give catalog or iceberg_conn_id, not both"
             raise ConfigurationError(msg)
         for what, names in (("merge_keys", merge_keys), ("partition_by", partition_by)):
             if isinstance(names, str):
@@ -120,7 +123,9 @@ class IcebergStateFactory:
         self.table = table
         self.app_id = app_id
         self.catalog = None if catalog is None else dict(catalog)
-        self.catalog_conn_id = catalog_conn_id
+        self.iceberg_conn_id = (
+            None if iceberg_conn_id is None else connections.declare_iceberg(iceberg_conn_id)
+        )  # declared (no I/O): a Spark task's closure carries the catalog it names
         self.warehouse = warehouse
         self.merge_keys = tuple(validate_name(k, kind="merge key") for k in merge_keys)
         self.partition_by = tuple(_partition_field(p, table) for p in partition_by)
@@ -135,10 +140,15 @@ class IcebergStateFactory:
         mode = f"merge on {list(self.merge_keys)}" if self.merge_keys else "append"
         return f"IcebergStateFactory({self.table!r}, {self.app_id!r}, {mode})"
 
+    @property
+    def catalog_conn_id(self) -> str | None:
+        """Deprecated name of :attr:`iceberg_conn_id`."""
+        return self.iceberg_conn_id
+
     def located_at(self, url: str) -> IcebergStateFactory:
         """This factory with the run's state database as its SQL catalog, when it names no
         catalog of its own (else itself)."""
-        if self.catalog is not None or self.catalog_conn_id is not None:
+        if self.catalog is not None or self.iceberg_conn_id is not None:
             return self
         located = copy.copy(self)
         located.state_url = url
@@ -149,8 +159,8 @@ class IcebergStateFactory:
         if self.catalog is not None:
             props = dict(self.catalog)
             return props.pop("catalog_name", "trident"), props
-        if self.catalog_conn_id is not None:
-            name, props = resolve_connection(self.catalog_conn_id)
+        if self.iceberg_conn_id is not None:
+            name, props = resolve_connection(self.iceberg_conn_id)
         else:
             from airflow_trident.state.sql.factory import default_state_url
 
@@ -272,18 +282,36 @@ def _partition_field(field: Any, table: str) -> tuple[str, str]:
     return validate_name(column, kind="partition column"), transform
 
 
+def _renamed_conn_id(table: str, iceberg_conn_id: str | None, catalog_conn_id: str | None,
+                     stacklevel: int = 3) -> str | None:  # fmt: skip
+    """``iceberg_conn_id``, or the deprecated ``catalog_conn_id`` (with a warning)."""
+    if catalog_conn_id is None:
+        return iceberg_conn_id
+    if iceberg_conn_id is not None:
+        msg = f"iceberg_state({table!r}): give iceberg_conn_id, not also catalog_conn_id"
+        raise ConfigurationError(msg)
+    warnings.warn(
+        "iceberg_state(catalog_conn_id=...) is deprecated; use iceberg_conn_id=..., the "
+        "Iceberg provider's name for it",
+        DeprecationWarning,
+        stacklevel=stacklevel,
+    )
+    return catalog_conn_id
+
+
 def iceberg_state(
     table: str,
     app_id: str,
     *,
     catalog: Mapping[str, str] | None = None,
-    catalog_conn_id: str | None = None,
+    iceberg_conn_id: str | None = None,
     warehouse: str | None = None,
     merge_keys: Sequence[str] = (),
     partition_by: Sequence[PartitionField] = (),
     schema: pa.Schema | None = None,
     txid_column: str | None = "trident_txid",
     evolve_schema: bool = False,
+    catalog_conn_id: str | None = None,
 ) -> IcebergStateFactory:
     """A transactional state writing each batch's rows into the Iceberg table ``table``.
 
@@ -295,10 +323,11 @@ def iceberg_state(
         This writer's id in the table's properties and snapshot summaries: name it after the
         topology and the state (``"word_topology.events"``); two sinks writing one table need
         two ids.
-    catalog, catalog_conn_id, warehouse:
-        Where the catalog is: pyiceberg properties, or an Airflow connection, else the run's
-        state database as a SQL catalog; ``warehouse`` sets (or overrides) its warehouse
-        location (see ``docs/sinks/iceberg.md``).
+    catalog, iceberg_conn_id, warehouse:
+        Where the catalog is: pyiceberg properties, or an Airflow connection (the Iceberg
+        provider's ``iceberg`` connection, or a ``postgres``/``sqlite``/``trident_state`` one
+        as a SQL catalog), else the run's state database as a SQL catalog; ``warehouse`` sets
+        (or overrides) its warehouse location (see ``docs/sinks/iceberg.md``).
     merge_keys:
         Empty: append the rows. Else upsert on these columns (update a matching row, insert the
         others; the last row of a key in one partition wins).
@@ -312,12 +341,14 @@ def iceberg_state(
     evolve_schema:
         A column the table lacks is added as a nullable column (in the same commit as the
         rows); ``False`` refuses it. Incompatible changes are always refused before writing.
+    catalog_conn_id:
+        Deprecated name of ``iceberg_conn_id`` (a ``DeprecationWarning``).
     """
     return IcebergStateFactory(
         table,
         app_id,
         catalog=catalog,
-        catalog_conn_id=catalog_conn_id,
+        iceberg_conn_id=_renamed_conn_id(table, iceberg_conn_id, catalog_conn_id),
         warehouse=warehouse,
         merge_keys=merge_keys,
         partition_by=partition_by,

@@ -4,11 +4,12 @@ connection, without importing Airflow.
 A sink finds its catalog, first match wins:
 
 1. ``catalog={...}``: pyiceberg catalog properties, as given;
-2. ``catalog_conn_id="..."``: an Airflow connection, read by the resolver the Airflow adapter
-   registers in Airflow processes (:func:`register_connection_resolver`,
-   ``airflow_trident.hooks.iceberg``), else from ``AIRFLOW_CONN_<ID>`` in the environment
-   (Airflow's own connection variable: JSON or URI), which is how a Spark executor that
-   commits the sink sees it;
+2. ``iceberg_conn_id="..."``: an Airflow connection, read through Airflow's own API by the
+   Airflow adapter (``airflow_trident.hooks.iceberg``; any secrets backend) in the task that
+   makes the batch; a Spark executor that commits the sink gets the catalog the task resolved
+   in its task closure (:func:`airflow_trident.connections.iceberg_catalog`), as Delta's and
+   the databases' connections travel. A process with neither (no Airflow, nothing shipped) is
+   refused with a hint: ``AIRFLOW_CONN_*`` is never read by hand;
 3. the run's state database (``state_conn_id`` of the DAG, bound like SQL states) as a SQL
    catalog, with the sink's ``warehouse``;
 4. ``TRIDENT_STATE_URL``, else SQLite under ``~/.airflow_trident`` (the embedded default).
@@ -21,40 +22,45 @@ connection type               catalog
 ``postgres``                  SQL catalog on PostgreSQL (``postgresql+psycopg``)
 ``sqlite``                    SQL catalog in the SQLite file of host (or schema)
 ``trident_state``             SQL catalog, as the state store reads it (``dialect`` extra)
-anything else (``iceberg``)   REST catalog at ``uri`` (extra) or ``http(s)://host:port/schema``;
-                              the password is its ``token``
+anything else (``iceberg``)   the Iceberg provider's shape: a REST catalog (``type`` extra
+                              for another) at host, used as given when it is a full URI
+                              (``https://catalog.example/ws``); a bare host name becomes
+                              ``https://host:port/schema``, or the ``uri`` extra; login and
+                              password are the OAuth2 ``credential`` (client id and secret),
+                              a password alone its ``token``
 ============================  ==========================================================
 
 Every extra except ``catalog_name`` is passed on as a catalog property (``warehouse``,
-``s3.endpoint``, ``type`` to pick another pyiceberg catalog). Properties may hold a password:
-they are never logged or shown (:func:`redacted`).
+``s3.endpoint``, ``type`` to pick another pyiceberg catalog); an extra that is not a JSON
+object, or holds an object or array as a value, is refused naming the connection. Properties
+may hold a password: they are never logged or shown (:func:`redacted`).
 
 Examples
 --------
->>> import json, os
->>> os.environ["AIRFLOW_CONN_ICEBERG_DOC"] = json.dumps({"conn_type": "sqlite",
-...     "host": "/data/catalog.db", "extra": {"warehouse": "file:///data/warehouse"}})
->>> name, props = resolve_connection("iceberg_doc")
+>>> fields = ConnectionFields("sqlite", host="/data/catalog.db",
+...                           extra={"warehouse": "file:///data/warehouse"})
+>>> name, props = connection_properties(fields, "iceberg_doc")
 >>> name, props["type"], props["uri"], props["warehouse"]
 ('trident', 'sql', 'sqlite:////data/catalog.db', 'file:///data/warehouse')
->>> os.environ["AIRFLOW_CONN_REST_DOC"] = "iceberg://cat.example:8181/api?warehouse=w1"
->>> resolve_connection("rest_doc")[1]
-{'type': 'rest', 'warehouse': 'w1', 'uri': 'https://cat.example:8181/api'}
->>> del os.environ["AIRFLOW_CONN_ICEBERG_DOC"], os.environ["AIRFLOW_CONN_REST_DOC"]
+>>> official = ConnectionFields("iceberg", host="https://catalog.example.com/ws",
+...     login="client-id", password="not-shown", extra={"warehouse": "lake"})
+>>> redacted(connection_properties(official, "rest_doc")[1])
+{'type': 'rest', 'warehouse': 'lake', 'uri': 'https://catalog.example.com/ws', 'credential': '***'}
+>>> connection_properties(ConnectionFields("iceberg", host="cat.example", port=8181,
+...     schema="api"), "rest_doc")[1]
+{'type': 'rest', 'uri': 'https://cat.example:8181/api'}
 """
 
 from __future__ import annotations
 
-import json
-import os
 import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urlsplit
 
-from airflow_trident.errors import ConfigurationError, MissingConnectionError
+from airflow_trident import connections
+from airflow_trident.errors import ConfigurationError
 
 __all__ = [
     "ConnectionFields",
@@ -87,38 +93,54 @@ _resolver: Resolver | None = None
 
 
 def register_connection_resolver(resolver: Resolver | None) -> None:
-    """Read connections with ``resolver`` (the Airflow adapter registers Airflow's lookup);
-    ``None`` goes back to the environment's ``AIRFLOW_CONN_<ID>``."""
+    """Read connections with ``resolver`` (the Airflow adapter registers Airflow's lookup on
+    import) where no resolver is installed in :mod:`airflow_trident.connections`; ``None``:
+    only shipped catalogs resolve."""
     global _resolver
     _resolver = resolver
 
 
 def resolve_connection(conn_id: str) -> tuple[str, dict[str, str]]:
-    """The catalog name and properties of connection ``conn_id``.
+    """The catalog name and properties of connection ``conn_id``: from the catalog the task
+    shipped (a Spark executor, :func:`airflow_trident.connections.iceberg_catalog`), else
+    read through Airflow (the resolver the Airflow adapter installs or registers).
 
     Raises
     ------
     MissingConnectionError
-        If no resolver is registered and ``AIRFLOW_CONN_<ID>`` is not set.
+        If neither has it (no Airflow in this process and nothing shipped).
+    ConfigurationError
+        If the connection is malformed (the message names it).
     """
-    if _resolver is not None:
-        fields = _resolver(conn_id)
-    else:
-        value = os.environ.get(f"AIRFLOW_CONN_{conn_id.upper()}")
-        if value is None:
-            msg = (
-                f"iceberg catalog connection {conn_id!r} is not defined in this process (no "
-                f"Airflow here, and AIRFLOW_CONN_{conn_id.upper()} is not set); hint: define it "
-                f"in the environment of the processes that commit (Spark executors too), or "
-                f"give the sink catalog={{...}} properties"
-            )
-            raise MissingConnectionError(msg)
-        fields = _parse_env_connection(value, conn_id)
-    return connection_properties(fields, conn_id)
+    resolver = _resolver
+
+    def through_registered(conn_id: str) -> tuple[str, dict[str, str]]:
+        assert resolver is not None
+        return connection_properties(resolver(conn_id), conn_id)
+
+    return connections.iceberg_catalog(conn_id, None if resolver is None else through_registered)
 
 
 def connection_properties(fields: ConnectionFields, conn_id: str) -> tuple[str, dict[str, str]]:
-    """The catalog name and pyiceberg properties a connection's fields give (see the table)."""
+    """The catalog name and pyiceberg properties a connection's fields give (see the table).
+
+    Raises
+    ------
+    ConfigurationError
+        If the extra is not a JSON object, holds an object or array as a value, or the fields
+        do not make a catalog (the message names the connection).
+    """
+    where = f"iceberg catalog connection {conn_id!r}"
+    if not isinstance(fields.extra, Mapping):
+        msg = f"{where}: its extra must be a JSON object of catalog properties"
+        raise ConfigurationError(msg)
+    nested = sorted(str(k) for k, v in fields.extra.items() if isinstance(v, (dict, list)))
+    if nested:
+        msg = (
+            f"{where}: extra {', '.join(nested)} must be a string, number or boolean (a "
+            f"catalog property), not a JSON object or array"
+        )
+        raise ConfigurationError(msg)
     extra = {str(k): str(v) for k, v in fields.extra.items() if v is not None}
     name = extra.pop("catalog_name", DEFAULT_CATALOG_NAME)
     kind = fields.conn_type.lower()
@@ -141,62 +163,43 @@ def connection_properties(fields: ConnectionFields, conn_id: str) -> tuple[str, 
     if kind == "sqlite":
         path = fields.host or fields.schema
         if not path:
-            msg = f"iceberg catalog connection {conn_id!r}: SQLite needs the file path in host"
+            msg = f"{where}: SQLite needs the file path in host"
             raise ConfigurationError(msg)
         return name, {"type": "sql", "uri": f"sqlite:///{path}", **extra}
     props = {"type": "rest", **extra}
-    if "uri" not in props:
-        if not fields.host:
-            msg = f"iceberg catalog connection {conn_id!r}: give host, or the uri in extra"
+    host = (fields.host or "").strip()
+    if "://" in host:  # the Iceberg provider's shape: Host is the catalog's full URI
+        _refuse_split_uri(fields, props, where)
+        props.pop("scheme", None)
+        props["uri"] = host.rstrip("/")
+    elif "uri" not in props:
+        if not host:
+            msg = f"{where}: give host (the catalog's URI, e.g. https://catalog.example/ws)"
             raise ConfigurationError(msg)
         scheme = "http" if extra.get("scheme") == "http" else "https"
         props.pop("scheme", None)
         port = f":{fields.port}" if fields.port else ""
         path = f"/{fields.schema.strip('/')}" if fields.schema else ""
-        props["uri"] = f"{scheme}://{fields.host}{port}{path}"
+        props["uri"] = f"{scheme}://{host}{port}{path}"
     if fields.password and "token" not in props and "credential" not in props:
         key = "credential" if fields.login else "token"
         props[key] = f"{fields.login}:{fields.password}" if fields.login else fields.password
     return name, props
 
 
-def _parse_env_connection(value: str, conn_id: str) -> ConnectionFields:
-    """An ``AIRFLOW_CONN_*`` value, JSON or URI, as Airflow reads it."""
-    if value.lstrip().startswith("{"):
-        data = json.loads(value)
-        given = data.get("extra") or {}
-        if isinstance(given, str):
-            given = json.loads(given)
-        return ConnectionFields(
-            conn_type=str(data.get("conn_type", "")),
-            host=data.get("host"),
-            port=int(data["port"]) if data.get("port") else None,
-            schema=data.get("schema"),
-            login=data.get("login"),
-            password=data.get("password"),
-            extra=given,
+def _refuse_split_uri(fields: ConnectionFields, props: Mapping[str, str], where: str) -> None:
+    """A Host that is a full URI leaves nothing for port, schema or a ``uri`` extra to add:
+    refuse them rather than drop one of two answers."""
+    also = [name for name in ("port", "schema") if getattr(fields, name)]
+    if "uri" in props and props["uri"].rstrip("/") != (fields.host or "").strip().rstrip("/"):
+        also.append("a different 'uri' extra")
+    if also:
+        msg = (
+            f"{where}: host is the catalog's full URI, but the connection also sets "
+            f"{', '.join(also)}; hint: put the whole URI in host (as the Iceberg provider's "
+            f"connection does) and leave the others empty"
         )
-    parts = urlsplit(value)
-    if not parts.scheme:
-        msg = f"AIRFLOW_CONN_{conn_id.upper()} is neither JSON nor a URI"
         raise ConfigurationError(msg)
-    query = dict(parse_qsl(parts.query))
-    extra_json = query.pop("__extra__", None)
-    extra: dict[str, Any] = json.loads(extra_json) if extra_json else query
-    conn_type = parts.scheme.replace("-", "_")
-    path = unquote(parts.path[1:]) if parts.path else None
-    host = unquote(parts.hostname) if parts.hostname else None
-    if conn_type == "sqlite" and not host:  # sqlite:////abs/path.db
-        host, path = unquote(parts.path), None
-    return ConnectionFields(
-        conn_type=conn_type,
-        host=host,
-        port=parts.port,
-        schema=path or None,
-        login=unquote(parts.username) if parts.username else None,
-        password=unquote(parts.password) if parts.password else None,
-        extra=extra,
-    )
 
 
 def redacted(props: Mapping[str, str]) -> dict[str, str]:

@@ -309,7 +309,7 @@ def test_two_partitions_creating_the_namespace_at_once_both_commit(
         ({"app_id": ""}, "app_id must be a non-empty string"),
         ({"merge_keys": "k"}, "merge_keys is a sequence"),
         ({"partition_by": [("ts", "weekly")]}, "partition transform 'weekly'"),
-        ({"catalog": {}, "catalog_conn_id": "x"}, "not both"),
+        ({"catalog": {}, "iceberg_conn_id": "x"}, "not both"),
     ],
 )
 def test_bad_options_are_refused(kwargs: dict[str, Any], match: str) -> None:
@@ -337,16 +337,23 @@ def test_the_catalog_comes_from_the_run_state_database_or_a_connection(
     # And a PostgreSQL state database needs a warehouse, said before any write
     with pytest.raises(ConfigurationError, match="has no warehouse"):
         StateBinding(pg_url).factory(unbound).catalog_properties()
-    # And a catalog connection (here Airflow's environment form) is read without Airflow
+    # And a catalog connection is read through Airflow (a task installs its resolver)
     monkeypatch.setenv(
         "AIRFLOW_CONN_ICEBERG_TEST",
         f'{{"conn_type": "sqlite", "host": "{tmp_path}/state.db", '
         f'"extra": {{"warehouse": "file://{tmp_path}/iceberg_warehouse"}}}}',
     )
-    by_conn = iceberg_state(name, "topo.c", catalog_conn_id="iceberg_test")
-    assert rows_of(by_conn, "x", "trident_txid") == [(1, 1)]
-    with pytest.raises(MissingConnectionError, match="AIRFLOW_CONN_NOPE"):
-        iceberg_state(name, "topo.c", catalog_conn_id="nope").load_table()
+    from airflow_trident import connections
+    from airflow_trident.hooks.connections import install
+
+    install()
+    try:
+        by_conn = iceberg_state(name, "topo.c", iceberg_conn_id="iceberg_test")
+        assert rows_of(by_conn, "x", "trident_txid") == [(1, 1)]
+        with pytest.raises(MissingConnectionError, match="'nope' was not found"):
+            iceberg_state(name, "topo.c", iceberg_conn_id="nope").load_table()
+    finally:
+        connections.install_resolver(None)
 
 
 def test_an_opaque_spout_into_iceberg_is_not_exactly_once() -> None:
