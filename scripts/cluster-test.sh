@@ -5,7 +5,7 @@
 # test fails or the run is interrupted (a cluster that was already running is left running).
 # Extra arguments go to pytest. The exit code is pytest's. ~5 min on 2 cores.
 set -uo pipefail
-export TRIDENT_NEEDS="${TRIDENT_NEEDS:-} redis"
+export TRIDENT_NEEDS="${TRIDENT_NEEDS:-} redis kerberos"
 # shellcheck source=scripts/env.sh
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 already_running=0
