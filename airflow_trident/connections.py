@@ -178,18 +178,19 @@ def declare_kafka(conn_id: str) -> str:
     return conn_id
 
 
-def kafka_config(conn_id: str) -> dict[str, str]:
+def kafka_config(conn_id: str) -> dict[str, Any]:
     """The librdkafka settings of Kafka connection ``conn_id`` (SASL/SSL secrets: never log
-    them), from the task's shipment or the resolver's ``kafka_config``.
+    them), from the task's shipment or the resolver's ``kafka_config``; callbacks (the Kafka
+    provider's allow-listed ones) as callables.
 
     Raises
     ------
     ConfigurationError
-        If neither has it.
+        If neither has it, or the shipment could not carry one of its callbacks.
     """
     shipped = _shipped().get(conn_id)
     if shipped is not None and "kafka_config" in shipped:
-        return dict(shipped["kafka_config"])
+        return _received_kafka(conn_id, shipped)
     resolve = getattr(_RESOLVER, "kafka_config", None)
     if not callable(resolve):
         msg = (
@@ -199,7 +200,60 @@ def kafka_config(conn_id: str) -> dict[str, str]:
             f"CLI, or give the spout config= instead of kafka_config_id"
         )
         raise ConfigurationError(msg)
-    return {str(k): str(v) for k, v in resolve(conn_id).items()}
+    return {str(k): v if callable(v) else str(v) for k, v in resolve(conn_id).items()}
+
+
+def _shipped_kafka(config: Mapping[str, Any]) -> dict[str, Any]:
+    """A Kafka connection's entry of a shipment: its settings (TLS files as their PEM
+    contents, ``ssl.ca.pem``...: a Spark executor on another machine has no copy), its
+    callbacks by import path
+    (a module-level function: the allow-list that resolved it was checked where it was read)
+    and the keys of callbacks no path names (e.g. a token provider's ``functools.partial``)."""
+    settings = {k: v for k, v in config.items() if not callable(v)}
+    for name in ("ca", "certificate", "key"):  # the files' contents: no copy where it goes
+        location = settings.get(f"ssl.{name}.location")
+        if location and location != "probe" and f"ssl.{name}.pem" not in settings:
+            try:
+                with open(str(location), encoding="utf-8") as pem:
+                    settings[f"ssl.{name}.pem"] = pem.read()
+            except OSError:
+                continue  # left as a path: the client where it goes says what is missing
+            del settings[f"ssl.{name}.location"]
+    paths, unshippable = {}, []
+    for key, value in config.items():
+        if not callable(value):
+            continue
+        module, name = getattr(value, "__module__", None), getattr(value, "__qualname__", "")
+        if module and name and "<" not in name and "." not in name:
+            paths[key] = f"{module}.{name}"
+        else:
+            unshippable.append(key)
+    entry: dict[str, Any] = {"kafka_config": settings}
+    if paths:
+        entry["kafka_callbacks"] = paths
+    if unshippable:
+        entry["kafka_unshippable"] = sorted(unshippable)
+    return entry
+
+
+def _received_kafka(conn_id: str, shipped: Mapping[str, Any]) -> dict[str, Any]:
+    import importlib
+
+    config: dict[str, Any] = dict(shipped["kafka_config"])
+    lost = shipped.get("kafka_unshippable") or []
+    if lost:
+        msg = (
+            f"Kafka connection {conn_id!r}: callbacks {lost} that the Kafka provider made "
+            f"(a token provider such as Amazon MSK IAM's) cannot travel to this process (a "
+            f"spark-submit job's driver); hint: use process_mode='connect' (the task is the "
+            f"driver), or name a module-level function of yours in [apache_kafka] "
+            f"callback_allowlist and the extra"
+        )
+        raise ConfigurationError(msg)
+    for key, path in (shipped.get("kafka_callbacks") or {}).items():
+        module, _, name = str(path).rpartition(".")
+        config[key] = getattr(importlib.import_module(module), name)
+    return config
 
 
 QUICK_RECONNECT_MS = 10
@@ -286,7 +340,7 @@ def resolved(conn_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
         with _LOCK:
             is_kafka, is_iceberg = conn_id in _KAFKA, conn_id in _ICEBERG
         if is_kafka:
-            out[conn_id] = {"kafka_config": kafka_config(conn_id)}
+            out[conn_id] = _shipped_kafka(kafka_config(conn_id))
             continue
         if is_iceberg:
             name, props = iceberg_catalog(conn_id)

@@ -19,7 +19,7 @@ UV_VERSION=0.13.9
 
 apt_install() {
     log "installing $* (apt-get)"
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o DPkg::Lock::Timeout=300 "$@" >/dev/null
 }
 
 if [ ! -x "$PY" ]; then

@@ -82,34 +82,66 @@ class AirflowConnections:
 
         return catalog_of(conn_id)
 
-    def kafka_config(self, conn_id: str) -> dict[str, str]:
-        """The librdkafka settings of Kafka connection ``conn_id``: its extra, as the Kafka
-        provider's hooks read it (``bootstrap.servers``, ``security.protocol``, ``sasl.*``,
-        ``ssl.*``...). Secrets among them are never logged.
+    def kafka_config(self, conn_id: str) -> dict[str, Any]:
+        """The librdkafka settings of Kafka connection ``conn_id`` (secrets: never logged).
+
+        Where ``apache-airflow-providers-apache-kafka`` is installed they are what its
+        ``KafkaBaseHook`` builds for a client: the extra, with the callbacks it names
+        (``oauth_cb``, ``error_cb``...) resolved when the provider's ``[apache_kafka]
+        callback_allowlist`` lists them, and its token providers (Amazon MSK IAM, Google
+        Managed Kafka) added as it adds them. Without the provider the extra is read as is,
+        and a callback is refused (only the provider's allow-list may import one).
 
         Raises
         ------
         ConfigurationError
-            If the extra is not a JSON object with ``bootstrap.servers``, or names a callback
-            (a Python callable cannot travel to a Spark job).
+            If the extra is not a JSON object with ``bootstrap.servers``, or the provider
+            refuses it (a callback not allow-listed), naming the connection.
         """
         conn = _connection(conn_id)
-        extra: Any = conn.extra_dejson
-        if not isinstance(extra, dict) or not extra.get("bootstrap.servers"):
+        extra: Any = extra_of(conn, f"Kafka connection {conn_id!r}")
+        if not extra.get("bootstrap.servers"):
             msg = (
                 f"Kafka connection {conn_id!r} has no bootstrap.servers in its extra; hint: a "
                 f"`kafka` connection's extra is a JSON object of librdkafka settings, e.g. "
                 f'{{"bootstrap.servers": "broker:9092"}}'
             )
             raise ConfigurationError(msg)
-        callbacks = sorted(k for k in extra if k.endswith("_cb"))
+        if importlib.util.find_spec("airflow.providers.apache.kafka") is not None:
+            return _kafka_provider_config(conn_id)
+        callbacks = sorted(k for k in extra if k.endswith("_cb") or k == "on_commit")
         if callbacks:
             msg = (
                 f"Kafka connection {conn_id!r} names callbacks ({', '.join(callbacks)}), which "
-                f"a batch cannot use (it may run in a Spark job); hint: use SASL/SSL settings"
+                f"only the Kafka provider's allow-list may import; hint: install "
+                f"apache-airflow-providers-apache-kafka and list them in [apache_kafka] "
+                f"callback_allowlist"
             )
             raise ConfigurationError(msg)
         return {str(k): str(v) for k, v in extra.items()}
+
+
+def _kafka_provider_config(conn_id: str) -> dict[str, Any]:
+    """The configuration the Kafka provider's hook gives its clients (its ``_get_client``
+    extension point returns it instead of a client)."""
+    from airflow.providers.apache.kafka.hooks.base import (  # type: ignore[import-not-found,unused-ignore]
+        KafkaBaseHook,
+    )
+
+    class _Settings(KafkaBaseHook):  # type: ignore[misc,unused-ignore]
+        def _get_client(self, config: Any) -> Any:
+            return config
+
+    try:
+        hook = _Settings(kafka_config_id=conn_id)  # type: ignore[no-untyped-call,unused-ignore]
+        config = hook.get_conn
+    except ValueError as exc:  # a callback not allow-listed, no bootstrap.servers
+        raise ConfigurationError(f"Kafka connection {conn_id!r}: {exc}") from None
+    except Exception as exc:  # the provider's optional features (MSK IAM's signer...)
+        if type(exc).__name__ != "AirflowOptionalProviderFeatureException":
+            raise
+        raise ConfigurationError(f"Kafka connection {conn_id!r}: {exc}") from None
+    return {str(k): v if callable(v) else str(v) for k, v in dict(config).items()}
 
 
 def _connection(conn_id: str) -> Any:

@@ -409,3 +409,16 @@ def test_a_pattern_matching_no_topic_waits_and_says_so(kafka_bootstrap: str) -> 
     assert kafka_spout.is_ready(1) is False
     assert kafka_spout.waiting is not None
     assert "matches no topic" in kafka_spout.waiting
+
+
+def test_a_kafka_connection_whose_extra_is_not_json_is_refused_by_name(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from airflow_trident.hooks.connections import AirflowConnections
+
+    torn = {"conn_type": "kafka", "extra": "{bootstrap.servers"}
+    monkeypatch.setenv("AIRFLOW_CONN_TORN_KAFKA", json.dumps(torn))
+    with pytest.raises(ConfigurationError) as raised:
+        AirflowConnections().kafka_config("torn_kafka")
+    assert "Kafka connection 'torn_kafka'" in str(raised.value)
+    assert "no bootstrap.servers" not in str(raised.value)
