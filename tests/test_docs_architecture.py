@@ -1,4 +1,4 @@
-"""What docs/architecture.md cites exists in the code.
+"""What docs/architecture.md and docs/extending.md cite exists in the code.
 
 The pages name the code in backticks. Each citation of one of these shapes must resolve:
 
@@ -38,12 +38,12 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "airflow_trident"
-PAGES = [ROOT / "docs" / "architecture.md"]
+PAGES = [ROOT / "docs" / "architecture.md", ROOT / "docs" / "extending.md"]
 EXTRA = [Path(p) for p in os.environ.get("TRIDENT_DOCS_PAGES", "").split(os.pathsep) if p]
 
 _FENCE = re.compile(r"^```.*?^```", re.DOTALL | re.MULTILINE)
 _SPAN = re.compile(r"`([^`]+)`")
-_PATH = re.compile(r"(?<![\w./-])((?:[\w*-]+/)*[\w*-]+\.py)(?:::([A-Za-z_][\w.]*))?(?![\w/])")
+_PATH = re.compile(r"(?<![\w./<>-])((?:[\w*-]+/)*[\w*-]+\.py)(?:::([A-Za-z_][\w.]*))?(?![\w/])")
 _FOLDER = re.compile(r"^((?:[\w-]+/)+)$")
 # first parts of a dotted name that are other projects' (Spark's session ``spark``, Airflow...)
 _EXTERNAL = {"spark", "pyspark", "airflow", "kazoo", "pyiceberg", "deltalake", "sqlalchemy"}
