@@ -47,8 +47,11 @@ __all__ = [
     "KafkaRange",
     "KafkaReadSpec",
     "KafkaRecordParser",
+    "KafkaSpan",
     "RawRecord",
     "headers_json",
+    "offset_options",
+    "spark_options",
     "text",
 ]
 
@@ -154,12 +157,30 @@ class KafkaRecordParser:
 
 
 @dataclass(frozen=True)
+class KafkaSpan:
+    """Offsets ``[first, next)`` of one topic partition."""
+
+    topic: str
+    partition: int
+    first: int
+    next: int
+
+
+@dataclass(frozen=True)
 class KafkaReadSpec(ReadSpec):
-    """How Spark reads a :class:`KafkaRange`: ``spark.read.format("kafka")`` with
-    ``options`` (the range's offsets, the connection's ``kafka.*`` settings), then ``parser``
-    on the executors (:mod:`airflow_trident.runtime.spark.kafka_read`)."""
+    """How Spark reads Kafka ranges: ``spark.read.format("kafka")`` of ``spans`` (the topic
+    partitions' offsets, as data) with ``options`` (the connection's ``kafka.*`` settings, the
+    isolation level: :func:`spark_options`), then ``parser`` on the executors
+    (:mod:`airflow_trident.runtime.spark.readers.kafka`). :meth:`reader_options` gives the
+    connector everything at once."""
 
     parser: KafkaRecordParser | None = None
+    spans: tuple[KafkaSpan, ...] = ()
+
+    def reader_options(self) -> dict[str, str]:
+        """The options of Spark's Kafka reader: :attr:`options` and the spans' offsets
+        (:func:`offset_options`)."""
+        return {**self.options, **offset_options(self.spans)}
 
 
 @dataclass
@@ -283,15 +304,10 @@ class KafkaRange:
         return range_gone(low, self.where, self.topic, self.partition, self.first, self.next)
 
     def read_spec(self) -> ReadSpec:
-        options = {
-            **self.spark_options,
-            "assign": json.dumps({self.topic: [self.partition]}),
-            "startingOffsets": json.dumps({self.topic: {str(self.partition): self.first}}),
-            "endingOffsets": json.dumps({self.topic: {str(self.partition): self.next}}),
-        }
         drop = "drop" if self.parser.drop else "fail"
-        return KafkaReadSpec("kafka", (), self.parser.out_schema, drop, options,
-                             parser=self.parser)  # fmt: skip
+        span = KafkaSpan(self.topic, self.partition, self.first, self.next)
+        return KafkaReadSpec("kafka", (), self.parser.out_schema, drop, self.spark_options,
+                             parser=self.parser, spans=(span,))  # fmt: skip
 
 
 def spark_options(
@@ -317,6 +333,24 @@ def spark_options(
     out.update({"includeHeaders": "true", "kafka.isolation.level": isolation,
                 "failOnDataLoss": "true"})  # fmt: skip
     return out
+
+
+def offset_options(spans: Sequence[KafkaSpan]) -> dict[str, str]:
+    """Spark's Kafka source options reading exactly ``spans`` (``assign``, ``startingOffsets``,
+    ``endingOffsets``; with :func:`spark_options`, all a read is given).
+
+    >>> offset_options([KafkaSpan("t", 0, 3, 9), KafkaSpan("t", 2, 0, 4)])["endingOffsets"]
+    '{"t": {"0": 9, "2": 4}}'
+    """
+    assign: dict[str, list[int]] = {}
+    starts: dict[str, dict[str, int]] = {}
+    ends: dict[str, dict[str, int]] = {}
+    for span in spans:
+        assign.setdefault(span.topic, []).append(span.partition)
+        starts.setdefault(span.topic, {})[str(span.partition)] = span.first
+        ends.setdefault(span.topic, {})[str(span.partition)] = span.next
+    return {"assign": json.dumps(assign), "startingOffsets": json.dumps(starts),
+            "endingOffsets": json.dumps(ends)}  # fmt: skip
 
 
 def parsed(parser: KafkaRecordParser, raws: Sequence[RawRecord]) -> list[Row]:

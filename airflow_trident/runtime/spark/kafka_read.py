@@ -54,6 +54,7 @@ from airflow_trident.spout.kafka_records import (
     META_FIELDS,
     KafkaReadSpec,
     KafkaRecordParser,
+    KafkaSpan,
     RawRecord,
     headers_json,
     text,
@@ -244,7 +245,7 @@ def _connector_rows(spark: SparkSession, spec: KafkaReadSpec) -> DataFrame:
     headers; values in base64): Spark hands an ``array<struct>`` column to Python ~3x slower
     than the record's other columns together, with or without headers (docs/performance.md)."""
     return (
-        spark.read.format("kafka").options(**spec.options).load()
+        spark.read.format("kafka").options(**spec.reader_options()).load()
         .selectExpr("key", "value", "topic", "partition", "offset",
                     "unix_millis(timestamp) AS ts",
                     "CASE WHEN size(headers) > 0 THEN to_json(headers) END AS headers")
@@ -281,17 +282,6 @@ def _arrow_udf(parse: _ParseValues) -> Any:
     return arrow_udf(parts, parse.struct)  # type: ignore[call-overload]
 
 
-_RANGE_OPTIONS = ("assign", "startingOffsets", "endingOffsets")
-
-
-def _offsets(spec: KafkaReadSpec) -> list[tuple[str, int, int, int]]:
-    """``(topic, partition, first, next)`` of each topic partition ``spec`` reads."""
-    starts = json.loads(spec.options["startingOffsets"])
-    ends = json.loads(spec.options["endingOffsets"])
-    return [(topic, int(p), int(first), int(ends[topic][p]))
-            for topic, parts in starts.items() for p, first in parts.items()]  # fmt: skip
-
-
 def read_kafka_ranges(
     spark: SparkSession, specs: Sequence[tuple[int, KafkaReadSpec]], column: str | None
 ) -> list[DataFrame]:
@@ -302,59 +292,40 @@ def read_kafka_ranges(
     groups: dict[tuple[object, ...], list[tuple[int, KafkaReadSpec]]] = {}
     for index, spec in specs:
         assert spec.parser is not None
-        alike = tuple(sorted((k, v) for k, v in spec.options.items() if k not in _RANGE_OPTIONS))
+        alike = tuple(sorted(spec.options.items()))
         groups.setdefault((replace(spec.parser, where=""), alike), []).append((index, spec))
     frames = []
     for members in groups.values():
-        ranges = [(index, spec, r) for index, spec in members for r in _offsets(spec)]
-        if len({r[:2] for _, _, r in ranges}) < len(ranges):  # a topic partition twice
-            frames += [_tagged(read_kafka(spark, spec), spec, [(index, spec, r)], column)
-                       for index, spec, r in ranges]  # fmt: skip
+        ranges = [(index, spec, span) for index, spec in members for span in spec.spans]
+        if len({(s.topic, s.partition) for _, _, s in ranges}) < len(ranges):  # a partition twice
+            frames += [_tagged(read_kafka(spark, spec), [(index, spec, span)], column)
+                       for index, spec, span in ranges]  # fmt: skip
             continue
-        frames.append(_tagged(_read_together(spark, members[0][1], ranges), members[0][1],
-                              ranges, column))  # fmt: skip
+        frames.append(_tagged(_read_together(spark, members[0][1], ranges), ranges, column))
     return frames
 
 
-def _read_together(
-    spark: SparkSession,
-    first: KafkaReadSpec,
-    ranges: Sequence[tuple[int, KafkaReadSpec, tuple[str, int, int, int]]],
-) -> DataFrame:
+_Ranges = Sequence[tuple[int, KafkaReadSpec, KafkaSpan]]
+"""Each topic partition read: its source partition's index, its range's spec, its span."""
+
+
+def _read_together(spark: SparkSession, first: KafkaReadSpec, ranges: _Ranges) -> DataFrame:
     """One read of every topic partition of ``ranges`` (they read alike: ``first``'s way)."""
-    assign: dict[str, list[int]] = {}
-    starts: dict[str, dict[str, int]] = {}
-    ends: dict[str, dict[str, int]] = {}
     wheres = []
-    for _, spec, (topic, partition, begin, end) in ranges:
-        assign.setdefault(topic, []).append(partition)
-        starts.setdefault(topic, {})[str(partition)] = begin
-        ends.setdefault(topic, {})[str(partition)] = end
+    for _, spec, span in ranges:
         assert spec.parser is not None
-        wheres.append((topic, partition, spec.parser.where))
-    options = {
-        **first.options,
-        "assign": json.dumps(assign),
-        "startingOffsets": json.dumps(starts),
-        "endingOffsets": json.dumps(ends),
-    }
-    return read_kafka(spark, replace(first, options=options), wheres=tuple(wheres))
+        wheres.append((span.topic, span.partition, spec.parser.where))
+    together = replace(first, spans=tuple(span for _, _, span in ranges))
+    return read_kafka(spark, together, wheres=tuple(wheres))
 
 
-def _tagged(
-    df: DataFrame,
-    spec: KafkaReadSpec,
-    ranges: Sequence[tuple[int, KafkaReadSpec, tuple[str, int, int, int]]],
-    column: str | None,
-) -> DataFrame:
+def _tagged(df: DataFrame, ranges: _Ranges, column: str | None) -> DataFrame:
     """``df`` with ``column``: each record's source partition index, by its topic partition
-    (the parsed tuple's ``topic`` and ``partition`` fields, the last five but four)."""
+    (the parsed tuple's ``topic`` and ``partition`` fields)."""
     if column is None:
         return df
-    assert spec.parser is not None
-    names = [name for name, _ in spec.parser.out_schema]
-    topic, partition = F.col(f"`{names[-5]}`"), F.col(f"`{names[-4]}`")
-    index = _index_of(topic, partition, [(t, p, i) for i, _, (t, p, _, _) in ranges])
+    topic, partition = (F.col(f"`{name}`") for name in META_FIELDS[:2])
+    index = _index_of(topic, partition, [(s.topic, s.partition, i) for i, _, s in ranges])
     return df.withColumn(column, index)
 
 
@@ -377,7 +348,7 @@ def read_kafka(
     its records' errors name; the parser's own ``where`` otherwise)."""
     parser = spec.parser
     assert parser is not None
-    places = wheres or tuple((t, p, parser.where) for t, p, _, _ in _offsets(spec))
+    places = wheres or tuple((s.topic, s.partition, parser.where) for s in spec.spans)
     place = _index_of(F.col("topic"), F.col("partition"),
                       [(t, p, i) for i, (t, p, _) in enumerate(places)])  # fmt: skip
     parse = _ParseValues(parser, places)
