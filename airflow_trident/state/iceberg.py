@@ -23,8 +23,9 @@ Properties live in the table's metadata, not in a snapshot, so expiring snapshot
 compaction keep them. A commit refused because another writer committed first (two topologies,
 or two partitions of one txid) is retried from the start — the property read again — after a
 backoff (exponential, jittered); pyiceberg's own rebase of the same commit is not used, since
-it would not re-check the txid. It is a *transactional* state: a replay of a txid must carry the
-same rows, as transactional spouts guarantee.
+it would not re-check the txid (turned off per pyiceberg version in ``state/compat.py``). It is
+a *transactional* state: a replay of a txid must carry the same rows, as transactional spouts
+guarantee.
 
 Examples
 --------
@@ -62,6 +63,7 @@ from airflow_trident.errors import ConfigurationError, StateError
 from airflow_trident.names import Dataset, iceberg_dataset, validate_name
 from airflow_trident.operation.base import StateUpdater
 from airflow_trident.state.base import StateType
+from airflow_trident.state.compat import no_rebase_transaction  # pyiceberg, per version
 from airflow_trident.state.iceberg_catalog import load_catalog, redacted, resolve_connection
 from airflow_trident.state.schema_evolution import SchemaPlan, align, plan_schema
 from airflow_trident.tuple import TridentCollector, TridentTuple
@@ -361,20 +363,6 @@ def iceberg_state(
 def backoff_s(attempt: int) -> float:
     """The wait before commit attempt ``attempt + 1`` (doubling from ``BACKOFF_S``, jittered)."""
     return float(min(BACKOFF_S[0] * 2**attempt, BACKOFF_S[1]) * random.uniform(0.5, 1.5))
-
-
-def no_rebase_transaction(table: Any) -> Any:
-    """A pyiceberg transaction whose commit is not rebased on a concurrent one: a conflict
-    raises ``CommitFailedException`` and the sink starts over (checking its txid again)."""
-    from pyiceberg.exceptions import CommitFailedException
-    from pyiceberg.table import Transaction
-
-    class _NoRebase(Transaction):
-        def _rebuild_snapshot_updates(self) -> None:
-            msg = "a concurrent commit landed first; the sink retries from its txid check"
-            raise CommitFailedException(msg)
-
-    return _NoRebase(table)
 
 
 class IcebergState:

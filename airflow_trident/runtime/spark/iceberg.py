@@ -50,13 +50,13 @@ from airflow_trident.errors import ConfigurationError, StateError
 from airflow_trident.graph import PersistNode
 from airflow_trident.runtime.spark.lakehouse import staged_partitions
 from airflow_trident.state.binding import StateBinding
+from airflow_trident.state.compat import no_rebase_transaction
 from airflow_trident.state.iceberg import (
     RETRIES,
     IcebergState,
     IcebergStateFactory,
     IcebergWriter,
     backoff_s,
-    no_rebase_transaction,
 )
 from airflow_trident.state.iceberg_catalog import redacted
 

@@ -23,7 +23,7 @@ import pyspark
 from pyspark.sql import SparkSession
 
 from airflow_trident.errors import ConfigurationError
-from airflow_trident.runtime.spark.connect_client import close_release_pool_without_waiting
+from airflow_trident.runtime.spark.compat import close_release_pool_without_waiting
 
 __all__ = [
     "check_pyspark_files",

@@ -1,5 +1,6 @@
-"""PySpark 4.1's Spark Connect client deadlock, made to happen, and closed by
-:func:`~airflow_trident.runtime.spark.connect_client.close_release_pool_without_waiting`.
+"""The PySpark patch of ``runtime/spark/compat.py``: pinned to the versions it was read against,
+and PySpark 4.1's Spark Connect client deadlock, made to happen and closed by
+:func:`~airflow_trident.runtime.spark.compat.close_release_pool_without_waiting`.
 
 The scenario runs in a child interpreter of its own (a deadlocked pool thread would otherwise
 keep pytest from exiting): one thread closes a client (``SparkSession.stop()``: the pool's
@@ -10,6 +11,8 @@ needed: the deadlock is in the client's own locking.
 
 from __future__ import annotations
 
+import hashlib
+import inspect
 import subprocess
 import sys
 
@@ -19,7 +22,7 @@ SCENARIO = """
 import os, sys, threading
 from pyspark.sql.connect.client.reattach import ExecutePlanResponseReattachableIterator as It
 if sys.argv[1] == "fixed":
-    from airflow_trident.runtime.spark.connect_client import close_release_pool_without_waiting
+    from airflow_trident.runtime.spark.compat import close_release_pool_without_waiting
     close_release_pool_without_waiting()
 pool = It._get_or_create_release_thread_pool()
 closing = threading.Event()
@@ -51,6 +54,37 @@ def _run(mode: str, wait_s: float) -> str:
     return done.stdout.strip()
 
 
+def test_the_installed_pyspark_is_one_the_patch_was_read_against() -> None:
+    import pyspark
+    from pyspark.sql.connect.client import reattach
+
+    from airflow_trident.runtime.spark import compat
+
+    # The pin moved: read the patch again against this version (is SPARK-55362 or 55406 in
+    # it?), then add the version to RELEASE_POOL_VERSIONS or remove the patch
+    assert pyspark.__version__ in compat.RELEASE_POOL_VERSIONS, (
+        f"pyspark {pyspark.__version__}: re-verify runtime/spark/compat.py's release pool patch"
+    )
+    shutdown = reattach.ExecutePlanResponseReattachableIterator.shutdown.__func__
+    replaced = getattr(shutdown, compat.REPLACES, shutdown)  # the client's own, patched or not
+    digest = hashlib.sha256(inspect.getsource(replaced).encode()).hexdigest()
+    assert digest[:16] == compat.RELEASE_POOL_SOURCE, "the method the patch replaces changed"
+
+
+def test_another_pyspark_is_left_as_it_is(monkeypatch: pytest.MonkeyPatch) -> None:
+    import pyspark
+    from pyspark.sql.connect.client import reattach
+
+    from airflow_trident.runtime.spark.compat import close_release_pool_without_waiting
+
+    before = reattach.ExecutePlanResponseReattachableIterator.__dict__["shutdown"]
+    # Given a pyspark the patch was not read against (4.2 has the fix upstream)
+    monkeypatch.setattr(pyspark, "__version__", "4.2.0")
+    # Then the patch says it is not applied, and the client's shutdown is left as it was
+    assert close_release_pool_without_waiting() is False
+    assert reattach.ExecutePlanResponseReattachableIterator.__dict__["shutdown"] is before
+
+
 def _has_the_old_pool() -> bool:
     from pyspark.sql.connect.client import reattach
 
@@ -70,7 +104,7 @@ def test_closing_a_client_while_a_pool_thread_frees_a_session_ends_with_the_fix(
 
 
 def test_the_fix_is_applied_once_and_reports_itself() -> None:
-    from airflow_trident.runtime.spark.connect_client import close_release_pool_without_waiting
+    from airflow_trident.runtime.spark.compat import close_release_pool_without_waiting
 
     needed = _has_the_old_pool()
     # Applied twice, it says the same and replaces the client's shutdown only once
@@ -86,7 +120,7 @@ INSIDE_SUBMIT = """
 import os, sys, threading
 from pyspark.sql.connect.client.reattach import ExecutePlanResponseReattachableIterator as It
 if sys.argv[1] == "fixed":
-    from airflow_trident.runtime.spark.connect_client import close_release_pool_without_waiting
+    from airflow_trident.runtime.spark.compat import close_release_pool_without_waiting
     close_release_pool_without_waiting()
 pool = It._get_or_create_release_thread_pool()
 
