@@ -64,7 +64,8 @@ flock 9
 # if missing; Java 17 is Spark's and the broker's.
 [ -z "$apt_pid" ] || command -v mvn >/dev/null || { wait "$apt_pid"; apt_pid=; }
 command -v mvn >/dev/null || apt_install maven
-# javac: the package's JVM functions (jvm/functions/build.py), built by the install below
+# javac: Maven compiles the package's JVM functions (jvm/functions/pom.xml; the committed jar is
+# checked against a rebuild by tests/test_jvm_functions_build.py)
 [ -z "$apt_pid" ] || command -v javac >/dev/null || { wait "$apt_pid"; apt_pid=; }
 command -v javac >/dev/null || apt_install openjdk-17-jdk-headless
 # the broker's jars too when services.sh will start Kafka (every service unless TRIDENT_SERVICES
@@ -113,10 +114,6 @@ if [ -f pyproject.toml ]; then
         fi
         touch "$stamp"
     fi
-    # The package's JVM functions (jvm/functions/build.py; docs/jvm.md, "The functions jar"):
-    # the editable install built them, this rebuilds them after a change to their sources (a
-    # no-op otherwise: the jar's manifest names the sources' digest).
-    "$PY" jvm/functions/build.py
     # The editable build leaves airflow_trident.egg-info at the root. With the root on
     # PYTHONPATH (scripts/env.sh) importlib.metadata would find the package twice, and Airflow
     # would load each of its plugins twice ("Plugin 'trident_drpc' already registered"): the

@@ -20,21 +20,9 @@ from pyspark.sql import functions as F
 from airflow_trident.runtime.spark import compile as C
 from airflow_trident.runtime.spark import jvm_functions
 from airflow_trident.runtime.spark.jvm_functions import JAR, SPLIT, split_function
-from tests.harness import PROJECT_ROOT, with_project_path
+from tests.harness import with_project_path
 
 SPACES = [chr(c) for c in range(0x110000) if chr(c).isspace()]
-
-
-def load_builder() -> Any:
-    import importlib.util
-
-    path = PROJECT_ROOT / "jvm" / "functions" / "build.py"
-    spec = importlib.util.spec_from_file_location("trident_jvm_functions", path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def words_of(
@@ -60,27 +48,6 @@ def words_of(
 def fresh_session(spark: Any) -> Any:
     """A new session of the shared context: nothing registered in it yet."""
     return spark.newSession()
-
-
-def test_the_checkout_carries_the_jar_of_its_sources() -> None:
-    # Given the project's install (scripts/bootstrap.sh builds the jar; so does every wheel)
-    builder = load_builder()
-    # Then the jar is there and was built from the sources as they are now
-    assert JAR.is_file()
-    assert builder.built_digest(JAR) == builder.source_digest()
-
-
-def test_the_build_is_reproducible_and_leaves_out_the_spark_stub(tmp_path: Any) -> None:
-    import zipfile
-
-    builder = load_builder()
-    first, second = tmp_path / "a.jar", tmp_path / "b.jar"
-    assert builder.build(first)
-    assert builder.build(second)
-    assert first.read_bytes() == second.read_bytes()
-    names = zipfile.ZipFile(first).namelist()
-    assert "io/github/airflowtrident/spark/StrSplit.class" in names
-    assert not [n for n in names if n.startswith("org/")]  # Spark's UDF1 is Spark's
 
 
 def test_a_classic_session_splits_with_the_java_function(spark: Any) -> None:
@@ -142,7 +109,7 @@ def test_a_package_without_the_jar_splits_by_regex(
     caplog: pytest.LogCaptureFixture,
     tmp_path: Any,
 ) -> None:
-    # Given a package built without javac: no jar
+    # Given a package without the jar (an install that lost its package data)
     monkeypatch.setattr(jvm_functions, "JAR", tmp_path / "absent.jar")
     caplog.set_level(logging.INFO, logger=jvm_functions.__name__)
     texts = ["a\u3000b c", None, "  "]

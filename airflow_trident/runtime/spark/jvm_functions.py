@@ -12,7 +12,7 @@ to the executors; a Spark Connect session by uploading it as an artifact of the 
 registers the function, runs it once on an executor over a probe string and compares the words
 with Python's (a Spark Connect session shared by a topology's batches, ``[trident]
 connect_session_reuse``, keeps it: later batches find it registered and skip all of this).
-When any of that fails, or the package carries no jar (built without ``javac``), the topology
+When any of that fails, or the package lost its jar (package data left out), the topology
 splits with Spark's regular expression instead: the same words, one log line saying why.
 
 >>> JAR.name, SPLIT_CLASS
@@ -39,7 +39,7 @@ __all__ = ["JAR", "PROBE", "SPLIT", "SPLIT_CLASS", "split_function"]
 log = logging.getLogger(__name__)
 
 JAR = Path(__file__).resolve().parents[2] / "jars" / "airflow-trident-functions.jar"
-"""The jar the package carries (absent when it was built without ``javac``)."""
+"""The jar the package carries (committed, built by Maven from ``jvm/functions``)."""
 
 SPLIT = "trident_str_split"
 """The name the split is registered under, a temporary function of the session."""
