@@ -30,7 +30,10 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, SupportsIndex, overload, runtime_checkable
 
+from airflow_trident.errors import TridentError
+
 __all__ = [
+    "AgesOut",
     "LineParse",
     "PartitionRows",
     "ReadSpec",
@@ -92,6 +95,16 @@ class SourceRange(Protocol):
 
     def read_spec(self) -> ReadSpec:
         """How Spark reads it."""
+
+
+@runtime_checkable
+class AgesOut(Protocol):
+    """A range whose records the source may drop before a replay reads them (a Kafka range:
+    retention): ``gone()`` gives the in-process read's refusal once it has, else ``None``;
+    the Spark runtime asks when a batch fails, so both runtimes fail alike."""
+
+    def gone(self) -> TridentError | None:
+        """The refusal of a read of this range, or ``None`` while its records are held."""
 
 
 def read_ahead(partitions: Iterable[Any]) -> None:

@@ -1,5 +1,5 @@
 """Raw Kafka records as the Spark side's ``mapInArrow`` receives them from
-``kafka_read._connector_rows``: an Arrow batch of the connector's columns, ``headers`` as the
+``readers.kafka._connector_rows``: an Arrow batch of the connector's columns, ``headers`` as the
 JSON text Spark's ``to_json`` makes of them (values in base64, a value-less header without
 ``value``, ``null`` for a record without headers). The tests without a JVM build these; the
 tests with Spark read the real ones."""
@@ -45,10 +45,10 @@ def spark_side(
     parser: Any, batch: pa.RecordBatch, wheres: Sequence[tuple[str, int, str]] = ()
 ) -> list[tuple[Any, ...]]:
     """The tuples Spark's read makes of the connector's rows ``batch``
-    (``kafka_read.read_kafka`` without a JVM): the product's UDF over the columns it is given,
+    (``readers.kafka.read_kafka`` without a JVM): the product's UDF over the columns it is given,
     its kept records joined with the columns that stay in the JVM (topic, partition, offset,
     timestamp), in the UDF's row order. Raises the UDF's ``RuntimeError``."""
-    from airflow_trident.runtime.spark.kafka_read import _ParseValues
+    from airflow_trident.runtime.spark.readers.kafka import _ParseValues
 
     topics = batch.column("topic").to_pylist()
     parts = batch.column("partition").to_pylist()

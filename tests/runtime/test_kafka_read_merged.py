@@ -1,4 +1,4 @@
-"""One ``format("kafka")`` read of a batch's ranges (``kafka_read.read_kafka_ranges``): each
+"""One ``format("kafka")`` read of a batch's ranges (``readers/kafka.py::read_kafka_ranges``): each
 task's records are parsed with the parser of their own range, so a malformed record's error
 names the batch partition the in-process read names. No Spark: the read's Arrow UDF alone, over
 Arrow batches as the connector hands them over (``tests.harness.kafka_rows.spark_side``)."""

@@ -139,10 +139,10 @@ def test_a_word_count_on_spark_equals_the_in_process_one_and_replays_exactly(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from airflow_trident.batch.on_spark import process_on_spark
-    from airflow_trident.runtime.spark import kafka_read
+    from airflow_trident.runtime.spark.readers import kafka
 
     if read == "driver":  # the path taken: the connector's read is never planned
-        monkeypatch.setattr(kafka_read, "read_kafka", _not_here)
+        monkeypatch.setattr(kafka, "read_kafka", _not_here)
 
     results = {}
     for side in ("local", "spark"):

@@ -181,7 +181,7 @@ def test_the_spark_job_counts_the_records_per_partition_in_its_own_pass(
 def test_a_file_given_to_spark_and_the_path_spark_reports_have_one_key(
     given: str, reported: str
 ) -> None:
-    from airflow_trident.runtime.spark.native import _file_key
+    from airflow_trident.runtime.spark.readers.files import _file_key
 
     assert _file_key(given) == _file_key(reported, reported=True)
     other = given.replace("0.jsonl", "1.jsonl").replace("f 1", "f 2")
@@ -189,7 +189,7 @@ def test_a_file_given_to_spark_and_the_path_spark_reports_have_one_key(
 
 
 def test_a_file_reported_with_the_default_filesystem_host_finds_its_partition() -> None:
-    from airflow_trident.runtime.spark.native import _file_key, _ParseLines
+    from airflow_trident.runtime.spark.readers.files import _file_key, _ParseLines
 
     files = ((_file_key("hdfs:///log/p0/0.jsonl"), 0), (_file_key("hdfs:///log/p1/0.jsonl"), 1))
     parse = _ParseLines((), (("s", "string"),), files, (3, 7), "pid")

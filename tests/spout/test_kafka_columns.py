@@ -1,4 +1,4 @@
-"""The Spark side's fast path for JSON Kafka values (``kafka_read.fast_columns``: Arrow's JSON
+"""The Spark side's fast path for JSON Kafka values (``readers.kafka.fast_columns``: Arrow's JSON
 reader over a whole batch of the connector's rows) gives exactly the tuples the per-record
 parser gives, or declines so the parser runs: the same values, the same errors, the same
 drops, whatever the keys, values and headers (no broker, no JVM: batches shaped like the
@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 
 from airflow_trident.errors import MalformedRecordError
-from airflow_trident.runtime.spark.kafka_read import fast_columns
+from airflow_trident.runtime.spark.readers.kafka import fast_columns
 from airflow_trident.spout.kafka_records import KafkaRecordParser
 from tests.harness.kafka_rows import connector_batch, spark_side
 from tests.spout.test_line_columns import EDGES, SCHEMAS, _object, same

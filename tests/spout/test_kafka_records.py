@@ -45,7 +45,7 @@ def test_a_malformed_csv_value_fails_naming_its_offset_a_line_break_too(value: b
 
 
 def test_the_spark_side_reports_the_malformed_records_with_the_in_process_error() -> None:
-    from airflow_trident.runtime.spark.kafka_read import _Malformed
+    from airflow_trident.runtime.spark.readers.kafka import _Malformed
 
     parser = KafkaRecordParser("json", (("n", "bigint"),), where="txid 1")
     raws = [(None, b'{"n": 1}', "t", 0, 3, 0, None), (None, b"oops", "t", 0, 4, 0, None),

@@ -23,7 +23,7 @@ from typing import Any
 import pyarrow as pa
 
 from airflow_trident.runtime.spark.compile import ROW
-from airflow_trident.runtime.spark.native import ARROW_TYPES
+from airflow_trident.runtime.spark.readers.base import ARROW_TYPES
 from airflow_trident.spout.ranges import PartitionRows, read_ahead
 
 __all__ = ["READ_HERE_BYTES", "READ_HERE_RECORDS", "reads_here", "table_here"]
