@@ -43,6 +43,7 @@ from tests.harness.servers import _PrivateServer
 __all__ = [
     "BOOTSTRAP_ENV",
     "KafkaClusterNode",
+    "PrivateBroker",
     "PrivateKafkaCluster",
     "create_topic",
     "ensure_broker",
@@ -337,6 +338,53 @@ class PrivateKafkaCluster:
                     os.kill(node.pid, signal.SIGTERM)
         for node in self.nodes:
             node.stop(timeout_s=15.0)
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+class PrivateBroker:
+    """One private broker node (a :class:`KafkaClusterNode` subclass with listeners of its own,
+    e.g. secured ones) as a context manager: started, and ready once its PLAINTEXT listener
+    (:attr:`plaintext`) answers a metadata request; stopped by the id of the process it
+    started."""
+
+    kind = "private broker"
+
+    def __init__(self, node: KafkaClusterNode) -> None:
+        self.node = node
+        self.plaintext = node.bootstrap
+
+    def start(self, timeout_s: float = 120.0) -> None:
+        """Start the broker and wait until its PLAINTEXT listener answers.
+
+        Raises
+        ------
+        RuntimeError
+            If it does not (with its log's tail).
+        """
+        from confluent_kafka.admin import AdminClient
+
+        try:
+            self.node.start(timeout_s)
+            AdminClient({"bootstrap.servers": self.plaintext}).list_topics(timeout=30)
+        except Exception as exc:
+            self.stop()
+            msg = f"the {self.kind} did not start:\n{_tail(self.node.kafka_log, 40)}"
+            raise RuntimeError(msg) from exc
+
+    def stop(self) -> None:
+        with contextlib.suppress(Exception):
+            self.node.stop(timeout_s=15.0)
 
     def __enter__(self) -> Self:
         self.start()

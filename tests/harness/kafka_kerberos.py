@@ -20,12 +20,10 @@ Example (a KDC, ~0.2 s, then one JVM, ~10 s)::
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
-from tests.harness.kafka import KafkaClusterNode, _cluster_id, _tail
+from tests.harness.kafka import KafkaClusterNode, PrivateBroker, _cluster_id
 from tests.harness.kerberos import BROKER, CLIENT, MitKdc
 from tests.harness.ports import free_ports
 
@@ -72,37 +70,17 @@ class _KerberosNode(KafkaClusterNode):
         properties.write_text(f"{head}advertised.listeners={line}\n{rest}")
 
 
-class KerberizedKafka:
+class KerberizedKafka(PrivateBroker):
     """One broker (KRaft, combined controller) under ``<workdir>/kerberized_kafka`` whose
     ``KERBEROS`` listener authenticates with ``kdc``'s principals (the KDC must run)."""
 
+    kind = "Kerberos broker"
+
     def __init__(self, workdir: str | Path, kdc: MitKdc) -> None:
         self.kdc = kdc
-        self.node = _KerberosNode(Path(workdir).resolve() / "kerberized_kafka", kdc)
-        self.plaintext = self.node.bootstrap
-        self.kerberos = f"localhost:{self.node.kerberos_port}"
-
-    def start(self, timeout_s: float = 120.0) -> None:
-        """Start the broker and wait until its PLAINTEXT listener answers a metadata request.
-
-        Raises
-        ------
-        RuntimeError
-            If it does not (with its log's tail).
-        """
-        from confluent_kafka.admin import AdminClient
-
-        try:
-            self.node.start(timeout_s)
-            AdminClient({"bootstrap.servers": self.plaintext}).list_topics(timeout=30)
-        except Exception as exc:
-            self.stop()
-            msg = f"the Kerberos broker did not start:\n{_tail(self.node.kafka_log, 40)}"
-            raise RuntimeError(msg) from exc
-
-    def stop(self) -> None:
-        with contextlib.suppress(Exception):
-            self.node.stop(timeout_s=15.0)
+        node = _KerberosNode(Path(workdir).resolve() / "kerberized_kafka", kdc)
+        super().__init__(node)
+        self.kerberos = f"localhost:{node.kerberos_port}"
 
     def config(self, principal: str = CLIENT) -> dict[str, Any]:
         """The librdkafka settings (a ``kafka`` connection's extra) of the Kerberos listener
@@ -115,15 +93,3 @@ class KerberizedKafka:
             "sasl.kerberos.keytab": str(self.kdc.keytab(principal)),
             "sasl.kerberos.principal": principal,
         }
-
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()

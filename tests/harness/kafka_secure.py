@@ -22,13 +22,11 @@ Example (starts one JVM, ~10 s)::
 
 from __future__ import annotations
 
-import contextlib
 import subprocess
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
-from tests.harness.kafka import KafkaClusterNode, _cluster_id, _tail
+from tests.harness.kafka import KafkaClusterNode, PrivateBroker, _cluster_id
 from tests.harness.ports import free_ports
 
 __all__ = ["MECHANISMS", "PASSWORD", "USER", "SecuredKafka", "make_tls"]
@@ -120,37 +118,17 @@ class _SecuredNode(KafkaClusterNode):
         return [arg for user in users for arg in ("--add-scram", user)]
 
 
-class SecuredKafka:
+class SecuredKafka(PrivateBroker):
     """One broker (KRaft, combined controller) under ``<workdir>/secured_kafka`` with the
     listeners of the module docs; TLS material under ``<workdir>/tls``."""
+
+    kind = "secured broker"
 
     def __init__(self, workdir: str | Path) -> None:
         base = Path(workdir).resolve()
         self.tls = make_tls(base / "tls")
-        self.node = _SecuredNode(base / "secured_kafka", self.tls)
-        self.plaintext = self.node.bootstrap
-
-    def start(self, timeout_s: float = 120.0) -> None:
-        """Start the broker and wait until its PLAINTEXT listener answers a metadata request.
-
-        Raises
-        ------
-        RuntimeError
-            If it does not (with its log's tail).
-        """
-        from confluent_kafka.admin import AdminClient
-
-        try:
-            self.node.start(timeout_s)
-            AdminClient({"bootstrap.servers": self.plaintext}).list_topics(timeout=30)
-        except Exception as exc:
-            self.stop()
-            msg = f"the secured broker did not start:\n{_tail(self.node.kafka_log, 40)}"
-            raise RuntimeError(msg) from exc
-
-    def stop(self) -> None:
-        with contextlib.suppress(Exception):
-            self.node.stop(timeout_s=15.0)
+        self.node: _SecuredNode = _SecuredNode(base / "secured_kafka", self.tls)
+        super().__init__(self.node)
 
     def config(self, mechanism: str, *, bad: str | None = None) -> dict[str, Any]:
         """The librdkafka settings (a ``kafka`` connection's extra) of ``mechanism`` (one of
@@ -188,18 +166,6 @@ class SecuredKafka:
             "sasl.username": USER,
             "sasl.password": password,
         }
-
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
 def unsecured_token(config: str) -> tuple[str, float]:
