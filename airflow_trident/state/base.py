@@ -68,6 +68,18 @@ class StateFactory(Protocol):
         """Return the state for partition ``partition_index`` of ``num_partitions``."""
 
 
+@runtime_checkable
+class AppendsOnSpark(Protocol):
+    """A state factory whose table a Spark connector's own writer can append to
+    (``commit_mode="spark"``): Delta's. Optional: the Spark commit applies every
+    other state with its Python writer, in Spark tasks."""
+
+    def spark_append(self, updater: Any) -> str | None:
+        """The table format (``"delta"``, ``"iceberg"``) whose Spark writer can append the
+        rows ``updater`` stages for this factory, exactly as the Python writer would; ``None``
+        when only the Python writer can (a merge, an evolving schema, another updater...)."""
+
+
 def check_same_length(keys: Sequence[Any], values: Sequence[Any], what: str) -> None:
     """Raise ``ValueError`` when ``keys`` and ``values`` differ in length (a programming error)."""
     if len(keys) != len(values):

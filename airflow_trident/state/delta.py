@@ -123,6 +123,21 @@ class DeltaStateFactory:
         mode = f"merge on {list(self.merge_keys)}" if self.merge_keys else "append"
         return f"DeltaStateFactory({self.path!r}, {self.app_id!r}, {mode})"
 
+    def spark_append(self, updater: Any) -> str | None:
+        """``"delta"`` when Spark's Delta writer can append what ``updater`` stages
+        (:mod:`airflow_trident.runtime.spark.lakehouse`): the plain :class:`DeltaWriter`,
+        appending (no ``merge_keys``, no ``evolve_schema``) to a table Spark reaches with its
+        own file-system configuration (no ``conn_id``, no ``storage_options``).
+
+        >>> delta_state("/t", "a").spark_append(DeltaWriter())
+        'delta'
+        >>> delta_state("/t", "a", merge_keys=["k"]).spark_append(DeltaWriter()) is None
+        True
+        """
+        own = isinstance(updater, DeltaWriter) and self.conn_id is None
+        plain = not (self.merge_keys or self.evolve_schema or self.storage_options)
+        return "delta" if own and plain else None
+
     def make_state(self, partition_index: int = 0, num_partitions: int = 1) -> DeltaState:
         """The Delta state of commit partition ``partition_index`` of ``num_partitions``."""
         if not 0 <= partition_index < num_partitions <= MAX_PARTITIONS:

@@ -40,19 +40,12 @@ from airflow_trident.graph import PersistNode
 from airflow_trident.runtime.commit import StateCommitter
 from airflow_trident.runtime.reference import cached_topology
 from airflow_trident.runtime.result import Partitions, StagedState
-from airflow_trident.runtime.spark.iceberg import (
-    commit_with_spark_iceberg,
-    iceberg_on_spark,
-    spark_writes_iceberg,
-)
-from airflow_trident.runtime.spark.lakehouse import (
-    commit_with_spark_delta,
-    delta_on_spark,
-    spark_writes_delta,
-)
+from airflow_trident.runtime.spark.iceberg import ICEBERG, iceberg_on_spark
+from airflow_trident.runtime.spark.lakehouse import DELTA, SparkWriter
 from airflow_trident.runtime.spark.python_ops import batch_failure, failure_text
 from airflow_trident.runtime.spark.settle import settled_job
 from airflow_trident.runtime.staging import StagingArea
+from airflow_trident.state.base import AppendsOnSpark
 from airflow_trident.state.binding import StateBinding
 
 __all__ = ["CommitTask", "SparkBatchApplier", "commit_tasks"]
@@ -177,19 +170,17 @@ class SparkBatchApplier:
         """
         topology = cached_topology(self.topology)
         writers = _spark_writers(self.spark, topology, manifest)
-        for name, (lake, commit) in writers.items():  # lakehouse appends: Spark's own writers
-            node = topology.nodes[topology.states[name]]
-            assert isinstance(node, PersistNode)  # _spark_writers checked it
+        for name, (node, writer) in writers.items():  # lakehouse appends: Spark's own writers
             entry = manifest["states"][name]
             try:
-                done = commit(self.spark, node, entry, plan.txid, self.states)
+                done = writer.commit(self.spark, node, entry, plan.txid, self.states)
             except TridentError:
                 raise
             except Exception as exc:
                 raise _commit_failure(exc, plan.txid) from exc
             log.info(
                 "txid %d: state %s: %d of %d partitions appended by Spark's %s writer",
-                plan.txid, name, done, max(1, len(entry["files"])), lake,
+                plan.txid, name, done, max(1, len(entry["files"])), writer.name,
             )  # fmt: skip
         rest = {
             **manifest,
@@ -262,28 +253,42 @@ class SparkBatchApplier:
         return new_values
 
 
-_LakeCommit = Callable[[Any, PersistNode, Mapping[str, Any], int, StateBinding], int]
+_WRITERS: dict[str, SparkWriter] = {"delta": DELTA, "iceberg": ICEBERG}
+"""Spark's own writer of each table format a state factory may name (``spark_append``)."""
 
 
 def _spark_writers(
     spark: Any, topology: Any, manifest: Mapping[str, Any]
-) -> dict[str, tuple[str, _LakeCommit]]:
-    """The staged states appended by Spark's own lakehouse writers, by state: the table
-    format and its commit (Delta: :mod:`.lakehouse`, Iceberg: :mod:`.iceberg`), for the
-    connectors the session runs."""
-    delta, iceberg = spark_writes_delta(spark), spark_writes_iceberg(spark)
-    writers: dict[str, tuple[str, _LakeCommit]] = {}
-    if not (delta or iceberg):
-        return writers
+) -> dict[str, tuple[PersistNode, SparkWriter]]:
+    """The staged states appended by Spark's own lakehouse writers, by state: its node and the
+    writer of the table format its factory names (Delta: :mod:`.lakehouse`, Iceberg:
+    :mod:`.iceberg`), for the connectors the session runs."""
+    writers: dict[str, tuple[PersistNode, SparkWriter]] = {}
+    runs: dict[str, bool] = {}  # by format: whether the session runs its connector
     for name, entry in manifest["states"].items():
         node = topology.nodes[topology.states[name]]
         if not isinstance(node, PersistNode):
             continue
-        if delta and delta_on_spark(node, entry):
-            writers[name] = ("Delta", commit_with_spark_delta)
-        elif iceberg and iceberg_on_spark(node, entry):
-            writers[name] = ("Iceberg", commit_with_spark_iceberg)
+        writer = _WRITERS.get(_table_format(node, entry) or "")
+        if writer is None:
+            continue
+        if writer.name not in runs:
+            runs[writer.name] = writer.runs_in(spark)
+        if runs[writer.name]:
+            writers[name] = (node, writer)
     return writers
+
+
+def _table_format(node: PersistNode, entry: Mapping[str, Any]) -> str | None:
+    """The table format whose Spark writer can append staged state ``entry`` of ``node``
+    (:meth:`~airflow_trident.state.base.AppendsOnSpark.spark_append`: the factory says), or
+    ``None``: the Python writer applies it. Only updates of rows Arrow carried."""
+    if node.mode != "update" or entry.get("pickled"):
+        return None
+    if isinstance(node.factory, AppendsOnSpark):
+        return node.factory.spark_append(node.updater)
+    # an Iceberg factory says it itself once state/iceberg.py has spark_append (issue 54)
+    return "iceberg" if iceberg_on_spark(node, entry) else None
 
 
 def _commit_failure(exc: BaseException, txid: int) -> TridentError:

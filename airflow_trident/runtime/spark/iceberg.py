@@ -48,7 +48,7 @@ from urllib.parse import unquote, urlsplit
 
 from airflow_trident.errors import ConfigurationError, StateError
 from airflow_trident.graph import PersistNode
-from airflow_trident.runtime.spark.lakehouse import staged_partitions
+from airflow_trident.runtime.spark.lakehouse import SparkWriter, staged_partitions
 from airflow_trident.state.binding import StateBinding
 from airflow_trident.state.compat import no_rebase_transaction
 from airflow_trident.state.iceberg import (
@@ -61,6 +61,7 @@ from airflow_trident.state.iceberg import (
 from airflow_trident.state.iceberg_catalog import redacted
 
 __all__ = [
+    "ICEBERG",
     "ICEBERG_EXTENSION",
     "commit_with_spark_iceberg",
     "iceberg_on_spark",
@@ -217,12 +218,15 @@ def commit_with_spark_iceberg(
     """Append every commit partition of staged state ``entry`` that the table does not hold
     yet, each in one Iceberg commit by Spark's writer; return how many were written."""
     written = 0
-    for state, rows in staged_partitions(spark, node, entry, states):
-        assert isinstance(state, IcebergState)  # iceberg_on_spark checked the factory
+    for state, rows in staged_partitions(spark, node, entry, states):  # the factory's: Iceberg's
         if rows is None:  # no rows: nothing to record (as the Python writer)
             continue
         written += _append(spark, state, rows(), txid)
     return written
+
+
+ICEBERG = SparkWriter("Iceberg", spark_writes_iceberg, commit_with_spark_iceberg)
+"""Spark's Iceberg writer (see the module docs)."""
 
 
 def _append(spark: Any, state: IcebergState, frame: Any, txid: int) -> int:

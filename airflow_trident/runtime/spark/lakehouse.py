@@ -1,9 +1,10 @@
 """Delta sinks committed through Spark's own Delta writer (``commit_mode="spark"``).
 
-A state made by :func:`~airflow_trident.state.delta.delta_state`, fed by its plain
-:class:`~airflow_trident.state.delta.DeltaWriter`, appending (no ``merge_keys``, no
-``evolve_schema``, no ``conn_id``/``storage_options``: Spark reaches the table with its own
-file-system configuration), is committed by the driver when the session runs Delta's Spark
+A state whose factory says Spark's Delta writer can append it
+(:meth:`~airflow_trident.state.delta.DeltaStateFactory.spark_append`: the plain
+:class:`~airflow_trident.state.delta.DeltaWriter`, appending, no ``conn_id``/``storage_options``:
+Spark reaches the table with its own file-system configuration) is committed by the driver
+(:data:`DELTA`, a :class:`SparkWriter`) when the session runs Delta's Spark
 connector (``spark.sql.extensions`` names ``io.delta.sql.DeltaSparkSessionExtension``): each
 commit partition's staged Parquet is read by Spark and appended by Spark's Delta writer in one
 Delta commit carrying the application transaction ``(<app_id>.p<i>of<n>, txid)`` (the writer's
@@ -13,25 +14,29 @@ transaction: the app-level one, ``(<app_id>, txid * 4096 + n)``, follows in a De
 its own without data (delta-rs), as the Python writer would have recorded it.
 
 Iceberg appends have their own Spark path (:mod:`airflow_trident.runtime.spark.iceberg`); every
-state neither describes is applied by the Spark tasks of
+other state is applied by the Spark tasks of
 :class:`~airflow_trident.runtime.spark.commit.SparkBatchApplier` with the Python writer.
 """
 
 from __future__ import annotations
 
 import logging
+import warnings
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 from airflow_trident.graph import PersistNode
+from airflow_trident.state.base import AppendsOnSpark
 from airflow_trident.state.binding import StateBinding
-from airflow_trident.state.delta import MAX_PARTITIONS, DeltaState, DeltaStateFactory, DeltaWriter
+from airflow_trident.state.delta import MAX_PARTITIONS, DeltaState
 
 __all__ = [
+    "DELTA",
     "DELTA_EXTENSION",
+    "SparkWriter",
     "commit_with_spark_delta",
-    "delta_on_spark",
     "spark_writes_delta",
     "staged_partitions",
     "staged_uri",
@@ -52,19 +57,29 @@ def spark_writes_delta(spark: Any) -> bool:
     return DELTA_EXTENSION in extensions.split(",")
 
 
-def delta_on_spark(node: PersistNode, entry: Mapping[str, Any]) -> bool:
-    """Whether staged state ``entry`` of ``node`` can be appended by Spark's Delta writer."""
+def _delta_on_spark(node: PersistNode, entry: Mapping[str, Any]) -> bool:
+    """Whether staged state ``entry`` of ``node`` can be appended by Spark's Delta writer
+    (deprecated as ``delta_on_spark``: the factory says, ``spark_append``)."""
     factory = node.factory
     return (
         node.mode == "update"
         and not entry.get("pickled")
-        and isinstance(factory, DeltaStateFactory)
-        and isinstance(node.updater, DeltaWriter)
-        and not factory.merge_keys
-        and not factory.evolve_schema
-        and factory.conn_id is None
-        and not factory.storage_options
+        and isinstance(factory, AppendsOnSpark)
+        and factory.spark_append(node.updater) == "delta"
     )
+
+
+def __getattr__(name: str) -> Any:
+    if name != "delta_on_spark":
+        msg = f"module {__name__!r} has no attribute {name!r}"
+        raise AttributeError(msg)
+    warnings.warn(
+        f"{__name__}.delta_on_spark is deprecated: the state factory says which Spark writer "
+        f"appends its rows (airflow_trident.state.base.AppendsOnSpark.spark_append)",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return _delta_on_spark
 
 
 def commit_with_spark_delta(
@@ -73,8 +88,7 @@ def commit_with_spark_delta(
     """Append every commit partition of staged state ``entry`` that the Delta table does not
     hold yet, each in one Delta commit by Spark's writer; return how many were written."""
     written = 0
-    for state, rows in staged_partitions(spark, node, entry, states):
-        assert isinstance(state, DeltaState)  # delta_on_spark checked the factory
+    for state, rows in staged_partitions(spark, node, entry, states):  # the factory's: Delta's
         if state.holds(txid):
             # a commit that died before its app-level record: record it now
             if state.written_txid() == txid:
@@ -124,6 +138,26 @@ def _append(state: DeltaState, frame: Any, txid: int) -> int:
         factory.path, txid, state.index, state.count,
     )  # fmt: skip
     return 1
+
+
+_Commit = Callable[[Any, PersistNode, Mapping[str, Any], int, StateBinding], int]
+
+
+@dataclass(frozen=True)
+class SparkWriter:
+    """A table format's own Spark writer, for the staged states whose factory names the format
+    (:meth:`~airflow_trident.state.base.AppendsOnSpark.spark_append`): ``runs_in(spark)``,
+    whether the session runs the format's connector; ``commit(spark, node, entry, txid,
+    states)`` appends each commit partition of staged state ``entry`` the table does not hold
+    yet, returning how many it wrote."""
+
+    name: str
+    runs_in: Callable[[Any], bool]
+    commit: _Commit
+
+
+DELTA = SparkWriter("Delta", spark_writes_delta, commit_with_spark_delta)
+"""Spark's Delta writer (see the module docs)."""
 
 
 def record_app_transaction(state: DeltaState, txid: int) -> None:
