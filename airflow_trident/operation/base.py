@@ -16,7 +16,7 @@ Examples
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
 
@@ -72,6 +72,11 @@ class Operation:
     :class:`OperationContext` is the one argument. Open connections or caches in ``prepare``
     and release them in ``cleanup``.
 
+    ``output_types`` (optional) declares the types of the fields the operation computes, for
+    Spark: output field name -> ``pyarrow.DataType``, or ``object`` for any Python value
+    (pickled). When every computed field a step keeps is declared, Spark's driver does not run
+    the step on a sample to infer them (docs/api.md, "Output types on Spark").
+
     Examples
     --------
     >>> class Lookup(Function):
@@ -91,6 +96,8 @@ class Operation:
     >>> result.outputs["stage_1"]
     [[('ann', 'Oslo'), ('bob', None)]]
     """
+
+    output_types: ClassVar[Mapping[str, Any] | None] = None
 
     def prepare(self, context: OperationContext) -> None:
         """Called once per partition task of a batch, before the operation's first tuple

@@ -31,11 +31,19 @@ from airflow_trident.graph import (
 from airflow_trident.planner.plan import FinalAgg, Op, PartialAgg
 from airflow_trident.runtime.result import Partitions
 from airflow_trident.runtime.spark.arrow_types import arrow_type
-from airflow_trident.runtime.spark.columns import PICKLED, infer_type
+from airflow_trident.runtime.spark.columns import PICKLED, _Pickled, infer_type
 from airflow_trident.runtime.spark.compile import ROW
 from airflow_trident.tuple import Fields
 
-__all__ = ["Frame", "OutputSchema", "PendingAgg", "Sample", "output_schema", "produced_fields"]
+__all__ = [
+    "Frame",
+    "OutputSchema",
+    "PendingAgg",
+    "Sample",
+    "output_schema",
+    "produced_fields",
+    "undeclared",
+]
 
 
 @dataclass(frozen=True)
@@ -113,8 +121,8 @@ def produced_fields(op: Op) -> set[str]:
     return set()
 
 
-def _pins(op: Op) -> dict[str, pa.DataType]:
-    """Output types the operations of ``op`` declare (``output_types``)."""
+def _pins(op: Op) -> dict[str, pa.DataType | _Pickled]:
+    """Output types the operations of ``op`` declare (``output_types``; ``object``: pickled)."""
     declared: list[tuple[Any, dict[str, str]]] = []
     if isinstance(op, EachNode | MapNode | StateQueryNode):
         declared.append((op.function, {}))
@@ -128,18 +136,44 @@ def _pins(op: Op) -> dict[str, pa.DataType]:
     for i, part in enumerate(parts):
         rename = {part.output_fields[0]: f"_partial_{i}"} if isinstance(op, PartialAgg) else {}
         declared.append((part.aggregator, rename))
-    pins: dict[str, pa.DataType] = {}
+    pins: dict[str, pa.DataType | _Pickled] = {}
     for operation, rename in declared:
         types: Mapping[str, Any] = getattr(operation, "output_types", None) or {}
         for name, type_ in types.items():
+            if type_ is object:  # any Python value: it travels pickled
+                pins[rename.get(name, name)] = PICKLED
+                continue
             if not isinstance(type_, pa.DataType):
                 msg = (
                     f"step {op.id!r}: output_types[{name!r}] is {type_!r}, not a "
-                    f"pyarrow.DataType (e.g. pyarrow.int64())"
+                    f"pyarrow.DataType (e.g. pyarrow.int64()) or object (any value, pickled)"
                 )
                 raise ConfigurationError(msg)
             pins[rename.get(name, name)] = type_
     return pins
+
+
+def _declared(
+    ops: Sequence[Op],
+) -> tuple[set[str], dict[str, pa.DataType | _Pickled], set[str]]:
+    """Fields ``ops`` compute, the types their operations declare, and a window's results."""
+    produced: set[str] = set()
+    pins: dict[str, pa.DataType | _Pickled] = {}
+    windowed: set[str] = set()  # a window's results may come from tuples the sample lacks
+    for op in ops:
+        produced |= produced_fields(op)
+        pins.update(_pins(op))
+        if isinstance(op, WindowNode):
+            windowed |= set(op.fields)
+    return produced, pins, windowed
+
+
+def undeclared(ops: Sequence[Op], columns: Sequence[str]) -> list[str]:
+    """The ``columns`` whose type after ``ops`` only a sample can tell: computed by ``ops`` and
+    not declared in an operation's ``output_types``. None: the driver's sample need not run
+    ``ops`` (docs/api.md, "Output types on Spark")."""
+    produced, pins, _ = _declared(ops)
+    return [name for name in columns if name in produced and name not in pins]
 
 
 @dataclass(frozen=True)
@@ -162,14 +196,7 @@ def output_schema(
     computed ones are declared (``output_types``) or inferred from ``sample`` (all ``None``:
     string; pickled for a window's results and when ``sample`` has no row; not typable by
     Arrow: pickled binary)."""
-    produced: set[str] = set()
-    pins: dict[str, pa.DataType] = {}
-    windowed: set[str] = set()  # a window's results may come from tuples the sample lacks
-    for op in ops:
-        produced |= produced_fields(op)
-        pins.update(_pins(op))
-        if isinstance(op, WindowNode):
-            windowed |= set(op.fields)
+    produced, pins, windowed = _declared(ops)
     out_fields = ops[-1].fields
     # a sample without rows shows no type (after a window, or a filter that kept no sampled
     # row): computed fields not declared are pickled rather than guessed as strings

@@ -34,9 +34,16 @@ from airflow_trident.planner.plan import ExecutionPlan, FinalAgg, Op, PartialAgg
 from airflow_trident.planner.planner import build_plan
 from airflow_trident.runtime.commit import query_state
 from airflow_trident.runtime.operations import type_sample
+from airflow_trident.runtime.result import Partitions
 from airflow_trident.runtime.spark import compile as C
 from airflow_trident.runtime.spark import driver_read, inputs
-from airflow_trident.runtime.spark.frames import Frame, PendingAgg, Sample, output_schema
+from airflow_trident.runtime.spark.frames import (
+    Frame,
+    PendingAgg,
+    Sample,
+    output_schema,
+    undeclared,
+)
 from airflow_trident.runtime.spark.liveness import (
     StageLiveness,
     analyze,
@@ -419,24 +426,13 @@ class _Run:
         after = live.before[j] if j < len(live.before) else live.after
         in_columns = [f for f in fields[0] if f in live.before[i] and f in frame.columns]
         df = C.select(frame.df, [*in_columns, *([SENTINEL] if frame.sentinel else [])])
-        try:  # only to learn types: the workers' run of the real batch decides every error
-            sample = frame.sample.rows
-            with type_sample():
-                for op, in_fields in zip(driver_copy(tuple(ops)), fields, strict=True):
-                    # a copy, not shipped: what the sample does to self never reaches workers
-                    sample = LocalStep(op, in_fields, self.txid, self.states).partitions(sample)
-        except TridentError as exc:
-            # the sample is not the batch (an aggregation of its first tuples, a filter of that
-            # total): user code may fail on it where the batch does not, or fail otherwise
-            log.info(
-                "txid %d: the driver's type sample of step(s) %s failed (%s); their computed "
-                "fields travel pickled unless declared (output_types)",
-                self.txid, ", ".join(repr(op.id) for op in ops), exc,
-            )  # fmt: skip
-            sample = [[]]
         out_fields = ops[-1].fields
         columns = tuple(f for f in out_fields if f in after)
-        schema = output_schema(ops, columns, frame, sample, self.timezone)
+        sample = Sample(functools.partial(self._sample, ops, fields, frame))
+        # declared types (or no computed field) need no sample: user code runs on the driver
+        # only when these or later steps have a type to learn (docs/api.md)
+        learn = undeclared(ops, columns)
+        schema = output_schema(ops, columns, frame, sample.rows if learn else [[]], self.timezone)
         fn = PythonSegment(
             self.txid,
             tuple(ops),
@@ -461,10 +457,30 @@ class _Run:
             df=df.mapInArrow(fn, schema.spark),
             fields=out_fields,
             columns=columns,
-            sample=Sample(sample),
+            sample=sample,
             pickled=schema.pickled,
             sentinel=False,
         )
+
+    def _sample(self, ops: Sequence[Op], fields: Sequence[Fields], frame: Frame) -> Partitions:
+        """``ops`` run by the local runtime on ``frame``'s sample, only to learn types: the
+        workers' run of the real batch decides every error."""
+        try:
+            sample = frame.sample.rows
+            with type_sample():
+                for op, in_fields in zip(driver_copy(tuple(ops)), fields, strict=True):
+                    # a copy, not shipped: what the sample does to self never reaches workers
+                    sample = LocalStep(op, in_fields, self.txid, self.states).partitions(sample)
+        except TridentError as exc:
+            # the sample is not the batch (an aggregation of its first tuples, a filter of that
+            # total): user code may fail on it where the batch does not, or fail otherwise
+            log.info(
+                "txid %d: the driver's type sample of step(s) %s failed (%s); their computed "
+                "fields travel pickled unless declared (output_types)",
+                self.txid, ", ".join(repr(op.id) for op in ops), exc,
+            )  # fmt: skip
+            return [[]]
+        return sample
 
     def _worker_states(self, ops: Sequence[Op]) -> StateResolver:
         """What the workers need to open the states ``ops`` query."""
