@@ -147,6 +147,14 @@ class IcebergStateFactory:
         """Deprecated name of :attr:`iceberg_conn_id`."""
         return self.iceberg_conn_id
 
+    def spark_append(self, updater: Any) -> str | None:
+        """``"iceberg"`` when Spark's Iceberg writer can append what ``updater`` stages
+        (:mod:`airflow_trident.runtime.spark.iceberg`): the plain :class:`IcebergWriter`,
+        appending (no ``merge_keys``, no ``evolve_schema``); else ``None`` (the Python writer).
+        """
+        plain = not (self.merge_keys or self.evolve_schema)
+        return "iceberg" if isinstance(updater, IcebergWriter) and plain else None
+
     def located_at(self, url: str) -> IcebergStateFactory:
         """This factory with the run's state database as its SQL catalog, when it names no
         catalog of its own (else itself)."""

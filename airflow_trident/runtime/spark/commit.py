@@ -40,7 +40,7 @@ from airflow_trident.graph import PersistNode
 from airflow_trident.runtime.commit import StateCommitter
 from airflow_trident.runtime.reference import cached_topology
 from airflow_trident.runtime.result import Partitions, StagedState
-from airflow_trident.runtime.spark.iceberg import ICEBERG, iceberg_on_spark
+from airflow_trident.runtime.spark.iceberg import ICEBERG
 from airflow_trident.runtime.spark.lakehouse import DELTA, SparkWriter
 from airflow_trident.runtime.spark.python_ops import batch_failure, failure_text
 from airflow_trident.runtime.spark.settle import settled_job
@@ -287,8 +287,7 @@ def _table_format(node: PersistNode, entry: Mapping[str, Any]) -> str | None:
         return None
     if isinstance(node.factory, AppendsOnSpark):
         return node.factory.spark_append(node.updater)
-    # an Iceberg factory says it itself once state/iceberg.py has spark_append (issue 54)
-    return "iceberg" if iceberg_on_spark(node, entry) else None
+    return None
 
 
 def _commit_failure(exc: BaseException, txid: int) -> TridentError:

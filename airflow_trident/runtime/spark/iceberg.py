@@ -32,7 +32,7 @@ So data, summary and properties reach ``main`` at once, and either writer's retr
 the other's commit. A crash between steps 2 and 3 leaves only a staged snapshot that nothing
 references (it goes with the table's next snapshot expiry); the retry stages the rows again.
 
-States that qualify (:func:`iceberg_on_spark`): appends (no ``merge_keys``) without
+States that qualify (the factory's ``spark_append``): appends (no ``merge_keys``) without
 ``evolve_schema``; the rest, and every session without the extension, are applied by the Spark
 tasks of :class:`~airflow_trident.runtime.spark.commit.SparkBatchApplier` with the Python writer.
 """
@@ -42,6 +42,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+import warnings
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -49,13 +50,13 @@ from urllib.parse import unquote, urlsplit
 from airflow_trident.errors import ConfigurationError, StateError
 from airflow_trident.graph import PersistNode
 from airflow_trident.runtime.spark.lakehouse import SparkWriter, staged_partitions
+from airflow_trident.state.base import AppendsOnSpark
 from airflow_trident.state.binding import StateBinding
 from airflow_trident.state.compat import no_rebase_transaction
 from airflow_trident.state.iceberg import (
     RETRIES,
     IcebergState,
     IcebergStateFactory,
-    IcebergWriter,
     backoff_s,
 )
 from airflow_trident.state.iceberg_catalog import redacted
@@ -64,7 +65,6 @@ __all__ = [
     "ICEBERG",
     "ICEBERG_EXTENSION",
     "commit_with_spark_iceberg",
-    "iceberg_on_spark",
     "spark_catalog_conf",
     "spark_writes_iceberg",
     "table_identifier",
@@ -199,17 +199,29 @@ def use_catalog(spark: Any, factory: IcebergStateFactory) -> str:
     return table_identifier(name, factory.table)
 
 
-def iceberg_on_spark(node: PersistNode, entry: Mapping[str, Any]) -> bool:
-    """Whether staged state ``entry`` of ``node`` can be appended by Spark's Iceberg writer."""
+def _iceberg_on_spark(node: PersistNode, entry: Mapping[str, Any]) -> bool:
+    """Whether staged state ``entry`` of ``node`` can be appended by Spark's Iceberg writer
+    (deprecated as ``iceberg_on_spark``: the factory says, ``spark_append``)."""
     factory = node.factory
     return (
         node.mode == "update"
         and not entry.get("pickled")
-        and isinstance(factory, IcebergStateFactory)
-        and isinstance(node.updater, IcebergWriter)
-        and not factory.merge_keys
-        and not factory.evolve_schema
+        and isinstance(factory, AppendsOnSpark)
+        and factory.spark_append(node.updater) == "iceberg"
     )
+
+
+def __getattr__(name: str) -> Any:
+    if name != "iceberg_on_spark":
+        msg = f"module {__name__!r} has no attribute {name!r}"
+        raise AttributeError(msg)
+    warnings.warn(
+        f"{__name__}.iceberg_on_spark is deprecated: the state factory says which Spark writer "
+        f"appends its rows (airflow_trident.state.base.AppendsOnSpark.spark_append)",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return _iceberg_on_spark
 
 
 def commit_with_spark_iceberg(
