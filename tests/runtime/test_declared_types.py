@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 import pyarrow as pa
 import pytest
 
-from airflow_trident.errors import ConfigurationError
+from airflow_trident.errors import BatchFailedError, ConfigurationError
 from airflow_trident.graph import EachNode
 from airflow_trident.operation import (
     CombinerAggregator,
@@ -209,3 +209,20 @@ def test_a_module_pickled_by_value_ships_its_globals_with_each_batch(spark: Any)
         cloudpickle.unregister_pickle_by_value(driver_globals)
     # Then the workers see the globals as they were when the batch's plan was built
     assert there == [30, 40, 50]
+
+
+class Halved(Function):
+    output_types: ClassVar[dict[str, Any]] = {"half": pa.int64()}
+
+    def execute(self, tuple_: TridentTuple, collector: TridentCollector) -> None:
+        collector.emit((tuple_[0] / 2,))
+
+
+def test_a_value_the_declared_type_would_change_fails_the_batch(spark: Any) -> None:
+    # Given a function declaring int64 and emitting floats (Arrow would truncate 1.5 to 1)
+    t, s = stream()
+    s.each(["score"], Halved(), ["half"]).project(["half"])
+    remote = SparkBatchProcessor(t).process(spark, 1, SOURCES)
+    # Then the batch fails on Spark, naming the field and output_types, rather than differ
+    with pytest.raises(BatchFailedError, match=r"float 1.5 in an int64 column.*output_types"):
+        remote.output_rows(remote.stages[-1])

@@ -20,21 +20,25 @@ How operations run
 
 Output types of Python steps
 ----------------------------
-``mapInArrow`` needs its output schema up front. The driver runs every step through the local
-runtime on a sample (the first ``sample_rows`` tuples of each source partition) and infers each
-new field's Arrow type from the values: ints -> ``int64``, floats -> ``double``, dicts -> maps,
-lists and tuples -> lists (they come back as lists), all ``None`` -> ``string``; values Arrow
-cannot type (sets, objects, mixed kinds) travel pickled. An operation may pin its types with an
-optional attribute::
+``mapInArrow`` needs its output schema up front. An operation declares its types with an
+optional attribute, and then the driver runs none of its code::
 
     class Score(Function):
         output_types = {"score": pyarrow.float64()}  # field name -> pyarrow.DataType
+        # or {"score": object}: any Python value, pickled
 
-(for aggregators, keyed by their output field). A value that does not fit the type fails the
-batch with a ``BatchFailedError`` naming the step and suggesting ``output_types``. The sample
-runs user code on the driver, on a copy of the operations (a pickle round trip, as Spark ships
-them): what it does to them (a count kept on ``self``) never reaches the workers; its effects
-outside them (``peek``, a file written) happen on the driver as well.
+(for aggregators, keyed by their output field). For steps that leave a kept computed field
+undeclared (the fallback), the driver runs them, and the steps before them in the stage,
+through the local runtime on a sample (the first ``sample_rows`` tuples of each source
+partition) and infers each new field's Arrow type from the values: ints -> ``int64``, floats ->
+``double``, dicts -> maps, lists and tuples -> lists (they come back as lists), all ``None`` ->
+``string``; values Arrow cannot type (sets, objects, mixed kinds) travel pickled. Steps that
+compute no field (filters, ``peek``) are sampled only to feed a later undeclared step. A value
+that does not fit the type (a float in an integer field included) fails the batch with a
+``BatchFailedError`` naming the step and suggesting ``output_types``. The sample runs user code
+on the driver, on a copy of the operations (a pickle round trip, as Spark ships them): what it
+does to them (a count kept on ``self``) never reaches the workers; its effects outside them (a
+file written) happen on the driver as well.
 
 Workers need the user's modules (and this package) importable, as any PySpark UDF; in-memory
 states are per process, so ``state_query`` in a worker should read a SQL state.

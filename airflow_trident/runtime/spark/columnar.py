@@ -50,7 +50,12 @@ from airflow_trident.operation.base import ColumnFunction
 from airflow_trident.operation.inline import InlinedExecute, InlinedKeep, UserCodeError, WrongWidth
 from airflow_trident.planner.plan import Op
 from airflow_trident.runtime.local import column_function_error, user_error, width_error
-from airflow_trident.runtime.spark.columns import PRUNED, ColumnConversionError, python_values
+from airflow_trident.runtime.spark.columns import (
+    PRUNED,
+    ColumnConversionError,
+    python_values,
+    typed_array,
+)
 from airflow_trident.tuple import Fields, TridentCollector, TridentTuple, tuple_type
 
 __all__ = ["columnar_ops", "run_columns"]
@@ -135,7 +140,7 @@ class _Columns:
         if target.name in pickled_out:
             values = [None if v is None else pickle.dumps(v) for v in values]
         try:
-            return pa.array(values, target.type)
+            return typed_array(values, target.type)
         except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError) as exc:
             raise ColumnConversionError(target.name, target.type, exc) from exc
 

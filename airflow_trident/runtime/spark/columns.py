@@ -36,6 +36,7 @@ __all__ = [
     "python_values",
     "rows_from_batch",
     "rows_to_batch",
+    "typed_array",
 ]
 
 Row = tuple[Any, ...]
@@ -208,6 +209,25 @@ def rows_from_batch(batch: pa.RecordBatch, fields: Fields, pickled: frozenset[st
     return list(zip(*columns, strict=True))
 
 
+def typed_array(values: Sequence[Any], type_: pa.DataType) -> pa.Array:
+    """``values`` as an Arrow array of ``type_``, refusing what would come back as another
+    value: Arrow casts a float into an integer type by truncating it (``1.5`` -> ``1``).
+
+    >>> typed_array([1, None], pa.int64()).to_pylist()
+    [1, None]
+    >>> typed_array([1.5], pa.int64())
+    Traceback (most recent call last):
+    ...
+    pyarrow.lib.ArrowInvalid: float 1.5 in an int64 column would come back as another value
+    """
+    if pa.types.is_integer(type_):
+        for value in values:
+            if isinstance(value, float):
+                msg = f"float {value!r} in an {type_} column would come back as another value"
+                raise pa.ArrowInvalid(msg)
+    return pa.array(values, type_)
+
+
 def rows_to_batch(
     rows: Sequence[Row], fields: Fields, schema: pa.Schema, pickled: frozenset[str]
 ) -> pa.RecordBatch:
@@ -229,7 +249,7 @@ def rows_to_batch(
         if target.name in pickled:
             values = [None if v is None else pickle.dumps(v) for v in values]
         try:
-            arrays.append(pa.array(values, target.type))
+            arrays.append(typed_array(values, target.type))
         except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError) as exc:
             raise ColumnConversionError(target.name, target.type, exc) from exc
     return pa.RecordBatch.from_arrays(arrays, schema=schema)

@@ -380,8 +380,9 @@ class PythonSegment:
     def _conversion_error(self, exc: ColumnConversionError) -> BatchFailedError:
         msg = (
             f"step(s) {self.step_ids} failed in batch txid {self.txid}: {exc}; the "
-            f"type was inferred from a sample of the batch — declare it with "
-            f"`output_types = {{{exc.column!r}: pyarrow.<type>()}}` on the operation"
+            f"type was inferred from a sample of the batch (or declared) — declare it with "
+            f"`output_types = {{{exc.column!r}: pyarrow.<type>()}}` on the operation, or "
+            f"`object` for any value (pickled)"
         )
         return BatchFailedError(msg)
 
