@@ -43,7 +43,7 @@ from hypothesis import strategies as st  # noqa: E402
 from airflow_trident.errors import TridentError  # noqa: E402
 from airflow_trident.graph import EachNode, FilterNode  # noqa: E402
 from airflow_trident.runtime.local import LocalBatchProcessor  # noqa: E402
-from airflow_trident.runtime.spark.columns import rows_from_batch  # noqa: E402
+from airflow_trident.runtime.spark.columns import infer_type, rows_from_batch  # noqa: E402
 from airflow_trident.runtime.spark.python_ops import PythonSegment, batch_failure  # noqa: E402
 from airflow_trident.spout.memory import MemoryTransactionalSpout  # noqa: E402
 from airflow_trident.topology import TridentTopology  # noqa: E402
@@ -359,9 +359,52 @@ def test_the_fuzzer_reaches_errors_truthiness_and_both_sides_of_the_grammar() ->
 )  # fmt: skip
 @given(case)
 def test_spark_gives_the_in_process_tuples_and_errors(spark: Any, example: Any) -> None:
+    on_spark(spark, example, declared=None)
+
+
+def declared_types(module: Any, width: int, rows: list[Any], typed: bool) -> dict[str, Any]:
+    """``output_types`` for the outputs: ``object`` (any value, pickled), or (``typed``) the
+    Arrow type of the values the in-process run emits, where one holds them unchanged."""
+    outs = [f"o{i}" for i in range(width)]
+    t = TridentTopology("fuzz")
+    s = t.new_stream("src", MemoryTransactionalSpout({"p0": []}, FIELDS, 1))
+    s.each(list(FIELDS), module.Op(), outs, name="fuzzed")
+    try:
+        result = LocalBatchProcessor(t).process(TXID, {"src": {"p0": rows}})
+    except TridentError:
+        typed = False
+    if not typed:
+        return dict.fromkeys(outs, object)
+    (emitted,) = list(result.outputs.values())[-1]
+    found = {}
+    for i, name in enumerate(outs):
+        values = [r[len(FIELDS) + i] for r in emitted]
+        type_ = infer_type(values)
+        one_kind = len({type(v) for v in values if v is not None}) == 1
+        exact = isinstance(type_, pa.DataType) and one_kind and not pa.types.is_nested(type_)
+        found[name] = type_ if exact else object
+    return found
+
+
+@settings(
+    max_examples=SPARK_EXAMPLES, deadline=None, database=None,
+    derandomize="TRIDENT_FUZZ_SEED" not in os.environ,
+    phases=[Phase.generate],
+)  # fmt: skip
+@given(case, st.booleans())
+def test_spark_with_declared_types_gives_the_in_process_tuples_and_errors(
+    spark: Any, example: Any, typed: bool
+) -> None:
+    # declared output types: the driver runs none of the user's code (docs/api.md), and the
+    # tuples and errors are the in-process ones, with no sample-inferred type to refuse a value
+    on_spark(spark, example, declared=typed)
+
+
+def on_spark(spark: Any, example: Any, declared: bool | None) -> None:
+    """Spark against in process; ``declared``: with ``output_types`` (typed or ``object``)."""
     from pyspark import cloudpickle
 
-    from airflow_trident.runtime.spark import SparkBatchProcessor
+    from airflow_trident.runtime.spark import SparkBatchProcessor, processor
 
     (kind, body, width, _), k, stop, bad_len, self_k, data, _ = example
     module = module_of(kind, body, k, stop, bad_len, self_k)
@@ -370,17 +413,31 @@ def test_spark_gives_the_in_process_tuples_and_errors(spark: Any, example: Any) 
     reference = in_process(module, kind, width, rows)
     t = TridentTopology("fuzz")
     s = t.new_stream("src", MemoryTransactionalSpout({"p0": []}, FIELDS, 1))
+    op = module.Op()
+    if declared is not None and kind == "function":
+        op.output_types = declared_types(module, width, rows, declared)
     if kind == "filter":
-        s.filter(list(FIELDS), module.Op(), name="fuzzed")
+        s.filter(list(FIELDS), op, name="fuzzed")
     else:
-        s.each(list(FIELDS), module.Op(), [f"o{i}" for i in range(width)], name="fuzzed")
-    processor = SparkBatchProcessor(t, sample_rows=100)
+        s.each(list(FIELDS), op, [f"o{i}" for i in range(width)], name="fuzzed")
+    sampled = []
+    real_sample = processor.type_sample
+
+    def spied() -> Any:
+        sampled.append(True)
+        return real_sample()
+
+    processor.type_sample = spied  # type: ignore[assignment]
     try:
-        remote = processor.process(spark, TXID, {"src": {"p0": rows}})
+        remote = SparkBatchProcessor(t, sample_rows=100).process(spark, TXID, {"src": {"p0": rows}})
         got: Outcome = ("ok", canonical(remote.output_rows(remote.stages[-1])))
     except TridentError as exc:
         got = ("error", type(exc).__name__, str(exc))
-    if got[0] == "error" and "inferred from a sample" in got[2]:
+    finally:
+        processor.type_sample = real_sample
+    if declared is not None or kind == "filter":
+        assert not sampled, f"the driver sampled declared code\n{body}"
+    elif got[0] == "error" and "inferred from a sample" in got[2]:
         return  # a value the inferred Arrow type refuses: docs/api.md, output_types
     if reference[0] == "ok" or got[0] == "ok" or len(rows) <= 1:
         assert got == reference[:-1], f"Spark differs from in process for\n{body}\n{data!r}"
