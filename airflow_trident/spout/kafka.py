@@ -272,8 +272,8 @@ class _Kafka:
     def _last(self, pid: str) -> Any:
         return None if self._progress is None else self._progress(pid, _NEWEST)
 
-    def _discover(self) -> dict[str, bool]:
-        found = discover(self.config(), self.topics, self.pattern, self.timeout_s,
+    def _discover(self, config: Mapping[str, Any]) -> dict[str, bool]:
+        found = discover(config, self.topics, self.pattern, self.timeout_s,
                          self.connection)  # fmt: skip
         return {partition_id(t, p): led for t, parts in found.items() for p, led in parts.items()}
 
@@ -281,9 +281,10 @@ class _Kafka:
         """The partitions now, each one's end (its high watermark, the last stable offset
         under ``read_committed``; ``None``: unreadable), where new ones start, and each
         one's share of ``max_offsets``."""
-        self.check_paths(self.config())
-        led = self._discover()
-        reader = consumer(self.config(), self.isolation, self.connection)
+        config = self.config()  # resolved once: the connection may be a secrets backend's
+        self.check_paths(config)
+        led = self._discover(config)
+        reader = consumer(config, self.isolation, self.connection)
         try:
             ends: dict[str, int | None] = {}
             lows: dict[str, int] = {}
@@ -345,13 +346,14 @@ class _Kafka:
         """True when a partition has records after its newest batch; the transactional spout
         says no while a partition's leader does not answer (see :attr:`waiting`)."""
         self.waiting = None
-        self.check_paths(self.config())
+        config = self.config()
+        self.check_paths(config)
         try:
-            led = self._discover()
+            led = self._discover(config)
         except SpoutUnavailableError as exc:
             self.waiting = str(exc)
             return False
-        reader = consumer(self.config(), self.isolation, self.connection)
+        reader = consumer(config, self.isolation, self.connection)
         new, down = False, []
         try:
             for pid, has_leader in sorted(led.items()):

@@ -9,7 +9,7 @@ from typing import Any, Literal
 import pytest
 
 from airflow_trident.graph import PersistNode
-from airflow_trident.runtime.spark.commit import _table_format
+from airflow_trident.runtime.spark.lakehouse import table_format as _table_format
 from airflow_trident.state.base import AppendsOnSpark
 from airflow_trident.state.delta import DeltaWriter, delta_state
 from airflow_trident.state.iceberg import IcebergWriter, iceberg_state

@@ -41,11 +41,10 @@ from airflow_trident.runtime.commit import StateCommitter
 from airflow_trident.runtime.reference import cached_topology
 from airflow_trident.runtime.result import Partitions, StagedState
 from airflow_trident.runtime.spark.iceberg import ICEBERG
-from airflow_trident.runtime.spark.lakehouse import DELTA, SparkWriter
+from airflow_trident.runtime.spark.lakehouse import DELTA, SparkWriter, table_format
 from airflow_trident.runtime.spark.python_ops import batch_failure, failure_text
 from airflow_trident.runtime.spark.settle import settled_job
 from airflow_trident.runtime.staging import StagingArea
-from airflow_trident.state.base import AppendsOnSpark
 from airflow_trident.state.binding import StateBinding
 
 __all__ = ["CommitTask", "SparkBatchApplier", "commit_tasks"]
@@ -269,7 +268,7 @@ def _spark_writers(
         node = topology.nodes[topology.states[name]]
         if not isinstance(node, PersistNode):
             continue
-        writer = _WRITERS.get(_table_format(node, entry) or "")
+        writer = _WRITERS.get(table_format(node, entry) or "")
         if writer is None:
             continue
         if writer.name not in runs:
@@ -277,17 +276,6 @@ def _spark_writers(
         if runs[writer.name]:
             writers[name] = (node, writer)
     return writers
-
-
-def _table_format(node: PersistNode, entry: Mapping[str, Any]) -> str | None:
-    """The table format whose Spark writer can append staged state ``entry`` of ``node``
-    (:meth:`~airflow_trident.state.base.AppendsOnSpark.spark_append`: the factory says), or
-    ``None``: the Python writer applies it. Only updates of rows Arrow carried."""
-    if node.mode != "update" or entry.get("pickled"):
-        return None
-    if isinstance(node.factory, AppendsOnSpark):
-        return node.factory.spark_append(node.updater)
-    return None
 
 
 def _commit_failure(exc: BaseException, txid: int) -> TridentError:

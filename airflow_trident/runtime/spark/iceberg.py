@@ -49,8 +49,7 @@ from urllib.parse import unquote, urlsplit
 
 from airflow_trident.errors import ConfigurationError, StateError
 from airflow_trident.graph import PersistNode
-from airflow_trident.runtime.spark.lakehouse import SparkWriter, staged_partitions
-from airflow_trident.state.base import AppendsOnSpark
+from airflow_trident.runtime.spark.lakehouse import SparkWriter, staged_partitions, table_format
 from airflow_trident.state.binding import StateBinding
 from airflow_trident.state.compat import no_rebase_transaction
 from airflow_trident.state.iceberg import (
@@ -200,15 +199,8 @@ def use_catalog(spark: Any, factory: IcebergStateFactory) -> str:
 
 
 def _iceberg_on_spark(node: PersistNode, entry: Mapping[str, Any]) -> bool:
-    """Whether staged state ``entry`` of ``node`` can be appended by Spark's Iceberg writer
-    (deprecated as ``iceberg_on_spark``: the factory says, ``spark_append``)."""
-    factory = node.factory
-    return (
-        node.mode == "update"
-        and not entry.get("pickled")
-        and isinstance(factory, AppendsOnSpark)
-        and factory.spark_append(node.updater) == "iceberg"
-    )
+    """Deprecated as ``iceberg_on_spark``: :func:`~.lakehouse.table_format` is ``"iceberg"``."""
+    return table_format(node, entry) == "iceberg"
 
 
 def __getattr__(name: str) -> Any:

@@ -57,16 +57,20 @@ def spark_writes_delta(spark: Any) -> bool:
     return DELTA_EXTENSION in extensions.split(",")
 
 
+def table_format(node: PersistNode, entry: Mapping[str, Any]) -> str | None:
+    """The table format whose Spark writer can append staged state ``entry`` of ``node``
+    (:meth:`~airflow_trident.state.base.AppendsOnSpark.spark_append`: the factory says), or
+    ``None``: the Python writer applies it. Only updates of rows Arrow carried."""
+    if node.mode != "update" or entry.get("pickled"):
+        return None
+    if isinstance(node.factory, AppendsOnSpark):
+        return node.factory.spark_append(node.updater)
+    return None
+
+
 def _delta_on_spark(node: PersistNode, entry: Mapping[str, Any]) -> bool:
-    """Whether staged state ``entry`` of ``node`` can be appended by Spark's Delta writer
-    (deprecated as ``delta_on_spark``: the factory says, ``spark_append``)."""
-    factory = node.factory
-    return (
-        node.mode == "update"
-        and not entry.get("pickled")
-        and isinstance(factory, AppendsOnSpark)
-        and factory.spark_append(node.updater) == "delta"
-    )
+    """Deprecated as ``delta_on_spark``: :func:`table_format` is ``"delta"``."""
+    return table_format(node, entry) == "delta"
 
 
 def __getattr__(name: str) -> Any:
