@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 import uuid
 import warnings
 from collections.abc import Sequence
@@ -141,6 +142,10 @@ def _observed(df: DataFrame, parts: Sequence[tuple[int, PartitionRows]], pid: st
     return df.observe(observation, *counts)
 
 
+_LISTENER_WAIT_S = 2.0
+"""How long a look at an observation waits for Spark's listener bus to deliver its metrics."""
+
+
 def _seen(observation: Observation, name: str) -> int | None:
     """The rows the job counted; ``None`` before it ran, or when it ran without its metrics
     (the partition's records are then counted in this process, as before any job ran)."""
@@ -189,8 +194,17 @@ def range_gone(parts: Sequence[PartitionRows]) -> TridentError | None:
     return None
 
 
-def _done(observation: Any) -> bool:
+def _done(observation: Any, wait_s: float = _LISTENER_WAIT_S) -> bool:
     jo = getattr(observation, "_jo", None)
-    if jo is not None:  # classic: the metrics' future completed (get would wait for it)
-        return bool(jo.future().isCompleted())
+    if jo is not None:
+        # classic: the metrics' future completes in a listener of the query, which Spark
+        # calls on its listener bus, asynchronously: the action can return first (a look at
+        # once then found nothing and counted the records here again). Wait for it a little.
+        future = jo.future()
+        deadline = time.monotonic() + wait_s
+        while not future.isCompleted():
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)
+        return True
     return bool(getattr(observation, "_result", None))  # Spark Connect: filled by the action
