@@ -156,7 +156,7 @@ class _KnownRunIds:
     def __contains__(self, run_id: object) -> bool:
         if run_id in self.in_airflow:
             return True
-        return isinstance(run_id, str) and self.store.txid_for_run(run_id) is not None
+        return isinstance(run_id, str) and self.store.runs.txid_for_run(run_id) is not None
 
 
 def _check_dag_accepts_runs(dag_id: str) -> bool:
@@ -219,7 +219,7 @@ def backfill(dag_id: str, from_txid: int, to_txid: int, *, dry_run: bool) -> int
     paused = _check_dag_accepts_runs(dag_id)
     hook = TridentHook(zookeeper_conn_id=target.zookeeper_conn_id)
     with hook.coordinator_store(topology) as store:
-        allocated, committed = store.current_txid(), store.committed_txid()
+        allocated, committed = store.runs.current_txid(), store.commits.committed_txid()
         taken = _KnownRunIds(_airflow_run_ids(dag_id), store)
         runs = plan_backfill(from_txid, to_txid, allocated, taken=taken)
         print(f"DAG {dag_id}, topology {topology}: last allocated txid {allocated}, last "
@@ -315,7 +315,7 @@ def _bind_new_txids(
         if not run.new:
             continue
         try:
-            store.bind_new_run(run.run_id, run.txid)
+            store.runs.bind_new_run(run.run_id, run.txid)
         except (ConfigurationError, MetadataError) as exc:
             rest = runs[index:]
             return runs[:index], (

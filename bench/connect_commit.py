@@ -93,7 +93,7 @@ def main() -> int:
                         [*submit, SPARK_JOB, *job, "--commit"], check=True, capture_output=True
                     )
                 elapsed = time.perf_counter() - started
-                if steps.store.committed_txid() != txid:
+                if steps.store.commits.committed_txid() != txid:
                     print(f"txid {txid} was not committed by {mode}", file=sys.stderr)
                     return 1
                 print(f"txid {txid} {mode:>12}: {elapsed:.2f} s{' (warm-up)' if i < 2 else ''}")

@@ -106,8 +106,8 @@ def commit_txid_1(zk_hosts: str) -> None:
     try:
         store = CoordinatorStore(client, CoordinatorPaths(ZK_ROOT, "bench_drpc"))
         store.delete_all()
-        store.bind_run("bench_load")
-        store.commit(1)
+        store.runs.bind_run("bench_load")
+        store.commits.commit(1)
     finally:
         client.stop()
         client.close()

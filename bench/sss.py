@@ -147,7 +147,7 @@ class Ours:
         lap("commit")
         steps.success(txid)
         lap("success")
-        if steps.store.committed_txid() != txid:
+        if steps.store.commits.committed_txid() != txid:
             msg = f"txid {txid} was not committed"
             raise RuntimeError(msg)
         return time.perf_counter() - started, phases

@@ -166,8 +166,8 @@ def test_backfill_twice_binds_new_txids_to_their_names_and_repeats_with_new_run_
     backfiller: Backfiller, topology_store: CoordinatorStore, unique_name: str
 ) -> None:
     # Given txids 1..2 allocated by two earlier runs
-    topology_store.bind_run("scheduled__1")
-    topology_store.bind_run("scheduled__2")
+    topology_store.runs.bind_run("scheduled__1")
+    topology_store.runs.bind_run("scheduled__2")
     # When txids 1..4 are backfilled
     first = backfiller.run("cli_repeat", unique_name, "--from-txid", "1", "--to-txid", "4")
     # Then four runs exist, each pinned to its txid by conf
@@ -180,9 +180,9 @@ def test_backfill_twice_binds_new_txids_to_their_names_and_repeats_with_new_run_
     }
     assert backfiller.runs("cli_repeat") == expected_first
     # And the new txids were allocated and bound to the runs named after them, before any begin
-    assert topology_store.current_txid() == 4
-    assert topology_store.txid_for_run("trident_new__txid_3") == 3
-    assert topology_store.txid_for_run("trident_new__txid_4") == 4
+    assert topology_store.runs.current_txid() == 4
+    assert topology_store.runs.txid_for_run("trident_new__txid_3") == 3
+    assert topology_store.runs.txid_for_run("trident_new__txid_4") == 4
     # When the same range is backfilled again
     second = backfiller.run("cli_repeat", unique_name, "--from-txid", "1", "--to-txid", "4")
     # Then it succeeds with four more, distinct runs replaying the same txids, and says so
@@ -196,7 +196,7 @@ def test_backfill_twice_binds_new_txids_to_their_names_and_repeats_with_new_run_
     }
     assert "replays txid 1 again (trident_replay__txid_1 exists)" in second.stdout
     # And no txid was allocated by the repeat
-    assert topology_store.current_txid() == 4
+    assert topology_store.runs.current_txid() == 4
 
 
 @pytest.mark.integration
@@ -205,14 +205,14 @@ def test_backfill_beyond_a_gap_is_refused_in_one_line_and_creates_nothing(
 ) -> None:
     # Given txids 1..4 allocated
     for i in range(1, 5):
-        topology_store.bind_run(f"scheduled__{i}")
+        topology_store.runs.bind_run(f"scheduled__{i}")
     # When txids 6..7 are backfilled (txid 5 would be skipped)
     done = backfiller.run("cli_gap", unique_name, "--from-txid", "6", "--to-txid", "7")
     # Then the command exits 2 with one line naming the next txid, and nothing happened
     line = _one_line_error(done)
     assert "beyond the next txid, 5" in line, line
     assert backfiller.runs("cli_gap") == {}
-    assert topology_store.current_txid() == 4
+    assert topology_store.runs.current_txid() == 4
 
 
 @pytest.mark.integration
@@ -220,13 +220,13 @@ def test_dry_run_binds_and_creates_nothing(
     backfiller: Backfiller, topology_store: CoordinatorStore, unique_name: str
 ) -> None:
     # Given txid 1 allocated When txids 1..2 are backfilled with --dry-run
-    topology_store.bind_run("scheduled__1")
+    topology_store.runs.bind_run("scheduled__1")
     done = backfiller.run("cli_dry", unique_name, "--from-txid", "1", "--to-txid", "2", "--dry-run")
     # Then it prints both runs and creates or binds nothing
     assert done.returncode == 0, done.stderr[-3000:]
     assert "would create trident_new__txid_2" in done.stdout
     assert backfiller.runs("cli_dry") == {}
-    assert topology_store.current_txid() == 1
+    assert topology_store.runs.current_txid() == 1
 
 
 @pytest.mark.integration
@@ -316,7 +316,7 @@ def test_results_go_to_stdout_and_log_lines_to_stderr(
     backfiller: Backfiller, topology_store: CoordinatorStore, unique_name: str
 ) -> None:
     # Given a command that connects to ZooKeeper (which logs) and prints its plan
-    topology_store.bind_run("scheduled__1")
+    topology_store.runs.bind_run("scheduled__1")
     done = backfiller.run("cli_dry", unique_name, "--from-txid", "1", "--to-txid", "1", "--dry-run")
     assert done.returncode == 0, done.stderr[-3000:]
     # Then stdout holds only the results, and the log lines are on stderr

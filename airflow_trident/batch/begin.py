@@ -35,7 +35,7 @@ class Begin:
     def begin(self, run_id: str | None, txid: int | None = None) -> dict[str, Any]:
         """Bind ``run_id`` to its txid (new, re-bound, or the replay of ``txid``)."""
         plan = self.ctx.coordinator.begin(run_id=run_id, txid=txid)
-        committed = self.ctx.store.committed_txid()
+        committed = self.ctx.store.commits.committed_txid()
         # the attempt the process step's next_attempt starts; a committed txid's, the ledger's
         attempt = (
             self.committed_attempt(plan.txid)
@@ -64,19 +64,21 @@ class Begin:
         BatchIncompleteError
             If ``txid`` was never begun.
         """
-        attempt = self.ctx.store.attempt(txid)
+        attempt = self.ctx.store.attempts.attempt(txid)
         if attempt is None:
             msg = f"txid {txid} of topology {self.ctx.topology.name!r} was never begun; run begin"
             raise BatchIncompleteError(msg)
-        metas = {name: self.ctx.store.get_meta(name, txid) for name in self.ctx.coordinator.spouts}
+        metas = {
+            name: self.ctx.store.metas.get_meta(name, txid) for name in self.ctx.coordinator.spouts
+        }
         return BatchPlan(attempt, metas)
 
     def pending_txid(self) -> int | None:
         """The oldest txid begun and not committed (a failed batch to retry), if any."""
-        committed = self.ctx.store.committed_txid()
-        return committed + 1 if self.ctx.store.current_txid() > committed else None
+        committed = self.ctx.store.commits.committed_txid()
+        return committed + 1 if self.ctx.store.runs.current_txid() > committed else None
 
     def new_attempt(self, txid: int) -> BatchPlan:
         """Start a new attempt of ``txid`` (every emit is one): its metadata and attempt id."""
         begun = self.plan(txid)
-        return BatchPlan(self.ctx.store.next_attempt(txid), begun.metas)
+        return BatchPlan(self.ctx.store.attempts.next_attempt(txid), begun.metas)

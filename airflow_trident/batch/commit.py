@@ -109,7 +109,7 @@ class Commit:
                 "txid": txid,
                 "applied": False,
                 "reason": "already committed",
-                "committed_txid": self.ctx.store.committed_txid(),
+                "committed_txid": self.ctx.store.commits.committed_txid(),
             }
         plan = self.begin.plan(txid)
         manifest = self.ctx.staging.verified_manifest(plan.attempt, plan.metas)
@@ -152,7 +152,9 @@ class Commit:
         if outcome.applied and self.ctx.ledger is not None:
             self.ctx.ledger.record(summary, archive)
         # what a user reads first after a commit (XCom, log): where the topology stands now
-        summary["committed_txid"] = txid if outcome.applied else self.ctx.store.committed_txid()
+        summary["committed_txid"] = (
+            txid if outcome.applied else self.ctx.store.commits.committed_txid()
+        )
         log.info("txid %d committed: %s", txid, summary)
         return summary
 
@@ -193,10 +195,10 @@ class Commit:
         """
         plan = self.ctx.processor.plan
         shape = batch_shape(plan, manifest)
-        started = self.ctx.store.mark_commit_started(txid, shape)
+        started = self.ctx.store.attempts.mark_commit_started(txid, shape)
         if started:  # the first commit's shape, or nothing is written
             bound = shape_bound_states(plan)
-            check_replay_shape(txid, self.ctx.store.commit_shape(txid), shape, bound)
+            check_replay_shape(txid, self.ctx.store.attempts.commit_shape(txid), shape, bound)
         return started
 
     def _record_if_missing(self, txid: int) -> None:
@@ -235,9 +237,9 @@ class Commit:
             "metas": dict(plan.metas),
             # the run that commits it: the run bound to the txid most recently (a replay binds
             # later, and a committed txid's replay commits nothing)
-            "run_id": plan.run_id or next(iter(self.ctx.store.runs_of_txid(txid)[-1:]), None),
+            "run_id": plan.run_id or next(iter(self.ctx.store.runs.runs_of_txid(txid)[-1:]), None),
         }
-        moment = self.ctx.store.attempt_started_at(txid) if applied else None
+        moment = self.ctx.store.attempts.attempt_started_at(txid) if applied else None
         if moment is not None:  # ISO 8601: the summary is an XCom
             summary["process_started_at"] = moment.isoformat()
         archive = self.archived_batch(plan)

@@ -95,7 +95,7 @@ class BatchContext:
 
     def is_committed(self, txid: int) -> bool:
         """Whether ``txid`` is committed (its replays, clears and backfills change nothing)."""
-        return bool(self.store.committed_txid() >= txid)
+        return bool(self.store.commits.committed_txid() >= txid)
 
     @property
     def has_staging(self) -> bool:

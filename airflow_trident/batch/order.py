@@ -221,7 +221,7 @@ def wait_for_emit_order(
     wait_watching(
         lambda: bool(steps.emit_ready(txid)),
         StallWatch(dag_id, txid, "emit", run_id=run_id),
-        lambda: list(steps.store.runs_of_txid(txid - 1)),
+        lambda: list(steps.store.runs.runs_of_txid(txid - 1)),
         timeout_s=timeout_s,
         poll_s=1.0,
         log=log,
@@ -245,15 +245,15 @@ def wait_for_commit_order(
     :class:`~airflow_trident.errors.BatchStalledError` at once when txid-1's runs cannot make
     progress (``watch``, from their ``states``)."""
     wait_watching(
-        lambda: bool(steps.store.committed_txid() >= txid - 1),
+        lambda: bool(steps.store.commits.committed_txid() >= txid - 1),
         watch,
-        lambda: list(steps.store.runs_of_txid(txid - 1)),
+        lambda: list(steps.store.runs.runs_of_txid(txid - 1)),
         timeout_s=None if deadline is None else max(0.0, deadline - time.monotonic()),
         poll_s=poll_s,
         log=log,
         states=states,
     )
-    committed: int = steps.store.committed_txid()
+    committed: int = steps.store.commits.committed_txid()
     return committed
 
 
@@ -282,7 +282,7 @@ def await_commit_turn(
     ``inline_wait_s``. Raises :class:`~airflow_trident.errors.BatchStalledError` when txid-1's
     runs cannot make progress.
     """
-    committed = steps.store.committed_txid()
+    committed = steps.store.commits.committed_txid()
     if committed >= txid - 1:
         return True
     if not deferrable:

@@ -66,7 +66,7 @@ class Process:
         for name, spout in self.ctx.coordinator.spouts.items():
             if not isinstance(spout, EmitsInTxidOrder) or txid == 1:
                 continue
-            if spout.emitted(txid) or not self.ctx.store.has_meta(name, txid - 1):
+            if spout.emitted(txid) or not self.ctx.store.metas.has_meta(name, txid - 1):
                 continue  # a replay, or the spout's first batch
             if not spout.emitted(txid - 1):
                 msg = (

@@ -126,7 +126,7 @@ class StatusCollector:
     def collect(self, *, dag_id: str | None = None) -> TopologyStatus:
         """Read everything once and return the status."""
         notes: list[str] = []
-        committed, allocated = self.store.committed_txid(), self.store.current_txid()
+        committed, allocated = self.store.commits.committed_txid(), self.store.runs.current_txid()
         rows = self._ledger_rows(notes)
         shown = [int(r["txid"]) for r in rows] + list(range(committed + 1, allocated + 1))
         runs = self._runs(shown, notes)
@@ -151,8 +151,8 @@ class StatusCollector:
     def run(self, run_id: str, *, dag_id: str | None = None) -> RunStatus:
         """What run ``run_id`` is to the topology: its txid from the moment its begin bound it
         in ZooKeeper (a run in flight, not only a finished one), and that batch's status."""
-        committed = self.store.committed_txid()
-        txid = self.store.txid_for_run(run_id)
+        committed = self.store.commits.committed_txid()
+        txid = self.store.runs.txid_for_run(run_id)
         batch: BatchStatus | None = None
         if txid is not None and txid > committed:
             batch = self._in_flight(txid, run_id)
@@ -193,7 +193,7 @@ class StatusCollector:
         runs index, else (bindings older than the index) from every binding."""
         runs: dict[int, str] = {}
         for txid in txids:
-            bound = self.store.runs_of_txid(txid)
+            bound = self.store.runs.runs_of_txid(txid)
             if bound:
                 runs[txid] = bound[-1]
         if len(runs) < len(set(txids)):
@@ -336,8 +336,10 @@ class StatusCollector:
                 if not newest and rows and self.ledger is not None:
                     newest = self._archived_partitions(name, int(rows[-1]["txid"]))
             else:
-                txid = self.store.current_txid()
-                newest = {"0": (txid, self.store.get_meta(name, txid))} if txid else {"0": None}
+                txid = self.store.runs.current_txid()
+                newest = (
+                    {"0": (txid, self.store.metas.get_meta(name, txid))} if txid else {"0": None}
+                )
             for partition, entry in sorted(newest.items()):
                 as_of, meta = entry if entry is not None else (None, None)
                 lag, reason = lag_or_reason(spout, partition, meta)
@@ -360,7 +362,7 @@ class StatusCollector:
             best: tuple[int, Any] | None = None
             if txids:
                 txid = max(txids)
-                value = self.store.read_json(f"{root}/{segment}/{txid_node(txid)}")
+                value = self.store.nodes.read_json(f"{root}/{segment}/{txid_node(txid)}")
                 if opaque:
                     best = (txid, value.get("end") if isinstance(value, dict) else None)
                 elif isinstance(value, dict) and value.get(_SKIPPED):
@@ -368,7 +370,7 @@ class StatusCollector:
                 else:
                     best = (txid, value)
             if opaque and "committed" in children:
-                committed = self.store.read_json(f"{root}/{segment}/committed") or {}
+                committed = self.store.nodes.read_json(f"{root}/{segment}/committed") or {}
                 if best is None or int(committed.get("txid", 0)) >= best[0]:
                     best = (int(committed.get("txid", 0)), committed.get("meta"))
             newest[partition] = best

@@ -210,7 +210,7 @@ class BatchSteps:
 
     def is_staged(self, txid: int) -> bool:
         """Whether the current attempt of ``txid`` is processed and staged (its commit is next)."""
-        attempt = self.store.attempt(txid)
+        attempt = self.store.attempts.attempt(txid)
         if attempt is None:
             return False
         try:
@@ -227,7 +227,7 @@ class BatchSteps:
 
     def staged_manifest(self, txid: int) -> dict[str, Any]:
         """The manifest the current attempt of ``txid`` staged (after any route processed it)."""
-        attempt = self.store.attempt(txid) or TransactionAttempt(txid, 0)
+        attempt = self.store.attempts.attempt(txid) or TransactionAttempt(txid, 0)
         manifest: dict[str, Any] = self.staging.read_manifest(attempt)
         return manifest
 
@@ -307,7 +307,7 @@ class BatchSteps:
         ``(step, txid)`` with ``step`` ``"begin"`` (nothing of the bound txid's current attempt
         is staged: begin again and process), ``"commit"`` (its current attempt is staged, not
         committed) or ``"success"`` (committed)."""
-        txid = self.store.txid_for_run(run_id)
+        txid = self.store.runs.txid_for_run(run_id)
         if txid is None or (conf_txid is not None and conf_txid != txid):
             return "begin", None
         if self.is_committed(txid):

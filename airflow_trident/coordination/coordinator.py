@@ -99,7 +99,7 @@ class TransactionalCoordinator:
 
     def is_ready(self, txid: int | None = None) -> bool:
         """Whether every spout is ready for ``txid`` (default: the next txid)."""
-        txid = self.store.current_txid() + 1 if txid is None else txid
+        txid = self.store.runs.current_txid() + 1 if txid is None else txid
         return all(c.is_ready(txid) for c in self._coordinators.values())
 
     def begin(self, *, run_id: str | None = None, txid: int | None = None) -> BatchPlan:
@@ -110,21 +110,21 @@ class TransactionalCoordinator:
         allocated (in-process runs).
         """
         if run_id is not None:
-            txid = self.store.bind_run(run_id, txid)
+            txid = self.store.runs.bind_run(run_id, txid)
         elif txid is None:
-            txid = self.store.allocate_txid()
+            txid = self.store.runs.allocate_txid()
         else:  # a replay without a run: the txid must exist, or nothing may be written
-            require_allocated(txid, self.store.current_txid(), topology=self.topology)
+            require_allocated(txid, self.store.runs.current_txid(), topology=self.topology)
         metas: dict[str, Any] = {}
         for name, spout in self.spouts.items():
-            earlier = self.store.latest_meta_before(name, txid)
+            earlier = self.store.metas.latest_meta_before(name, txid)
             prev = None if earlier is None else earlier[1]
-            curr = self.store.get_meta(name, txid)
+            curr = self.store.metas.get_meta(name, txid)
             meta = self._coordinators[name].initialize_transaction(txid, prev, curr)
             fixed = spout.kind is StateType.TRANSACTIONAL
-            self.store.put_meta(name, txid, meta, overwrite=not fixed)
+            self.store.metas.put_meta(name, txid, meta, overwrite=not fixed)
             metas[name] = meta
-        attempt = self.store.next_attempt(txid)
+        attempt = self.store.attempts.next_attempt(txid)
         # not "attempt N": the counter also counts begins, the attempts people see count
         # processings (the begin step's summary names that number)
         log.info("topology %s: begin txid %d", self.topology, txid)
@@ -181,7 +181,7 @@ class TransactionalCoordinator:
             If an opaque batch was built on metadata that an earlier replay changed.
         """
         txid = plan.txid
-        committed = self.store.committed_txid()
+        committed = self.store.commits.committed_txid()
         if committed >= txid:
             log.info("topology %s: txid %d already committed; nothing to do", self.topology, txid)
             return CommitResult(txid, applied=False)
@@ -202,7 +202,7 @@ class TransactionalCoordinator:
                     local.append((executor, partition, value))
                 else:
                     writes[path] = value
-        self.store.commit(txid, token=token or uuid.uuid4().hex, writes=writes)
+        self.store.commits.commit(txid, token=token or uuid.uuid4().hex, writes=writes)
         for executor, partition, value in local:
             executor.state.put_committed(partition, value)
         partitions = {name: parts for name, (_, parts) in opaque.items()}
@@ -212,7 +212,8 @@ class TransactionalCoordinator:
         """Tell the spouts batch ``txid`` committed; delete old metadata. Returns nodes removed."""
         for coordinator in self._coordinators.values():
             coordinator.success(txid)
-        if self.store.committed_txid() == txid:  # not a replay's: never tell of an older batch
+        # not a replay's: never tell of an older batch
+        if self.store.commits.committed_txid() == txid:
             self._tell_committed(txid)
         # run bindings are kept longer: a cleared old run must replay its own txid
         removed = self.store.cleanup_before(
@@ -231,7 +232,7 @@ class TransactionalCoordinator:
         after = getattr(self.spouts[spout], "partitions_after", None)
         if not callable(after):
             return None
-        return dict(after(txid, self.store.get_meta(spout, txid)))
+        return dict(after(txid, self.store.metas.get_meta(spout, txid)))
 
     def _tell_committed(self, txid: int) -> None:
         """Call each user spout's optional ``batch_committed(topology, spout, txid,
@@ -257,7 +258,7 @@ class TransactionalCoordinator:
         """Spout -> source partition -> its lag once ``txid`` committed (what the status
         table shows, :mod:`airflow_trident.spout.lag`), for the spouts that tell a lag;
         empty unless ``txid`` is the newest committed txid."""
-        if self.store.committed_txid() != txid:
+        if self.store.commits.committed_txid() != txid:
             return {}
         found: dict[str, dict[str, Lag | None]] = {}
         for name, spout in self.spouts.items():
@@ -266,7 +267,7 @@ class TransactionalCoordinator:
                 continue
             partitions = self.partitions_after(name, txid)
             if partitions is None:
-                partitions = {"0": self.store.get_meta(name, txid)}
+                partitions = {"0": self.store.metas.get_meta(name, txid)}
             found[name] = {p: lag_after(inner, p, meta) for p, meta in sorted(partitions.items())}
         return found
 

@@ -12,6 +12,7 @@ from typing import Any, Protocol
 from kazoo.client import KazooClient
 
 from airflow_trident.coordination.paths import CoordinatorPaths, parse_txid_node, txid_node
+from airflow_trident.coordination.protocol import JsonNodesProtocol
 from airflow_trident.names import encode_segment
 
 __all__ = ["ZkPartitionState"]
@@ -24,12 +25,9 @@ class JsonNodes(Protocol):
     client: KazooClient
     paths: CoordinatorPaths
 
-    def read_json(self, path: str) -> Any:
-        """The JSON value at ``path``, or None."""
-        ...
-
-    def write_json(self, path: str, value: Any) -> None:
-        """Create or overwrite ``path`` with ``value`` as JSON."""
+    @property
+    def nodes(self) -> JsonNodesProtocol:
+        """JSON values at paths (``read_json``, ``write_json``)."""
         ...
 
 
@@ -38,16 +36,17 @@ class ZkPartitionState:
 
     def __init__(self, store: JsonNodes, spout: str) -> None:
         self._store = store
+        self._nodes = store.nodes
         self._root = store.paths.user(spout)
 
     def _partition(self, partition: str) -> str:
         return f"{self._root}/{encode_segment(partition)}"
 
     def get(self, partition: str, txid: int) -> Any:
-        return self._store.read_json(f"{self._partition(partition)}/{txid_node(txid)}")
+        return self._nodes.read_json(f"{self._partition(partition)}/{txid_node(txid)}")
 
     def put(self, partition: str, txid: int, meta: Any) -> None:
-        self._store.write_json(f"{self._partition(partition)}/{txid_node(txid)}", meta)
+        self._nodes.write_json(f"{self._partition(partition)}/{txid_node(txid)}", meta)
 
     def latest_before(self, partition: str, txid: int) -> tuple[int, Any] | None:
         client = self._store.client
@@ -62,13 +61,13 @@ class ZkPartitionState:
         return newest, self.get(partition, newest)
 
     def get_committed(self, partition: str) -> Any:
-        return self._store.read_json(self.committed_path(partition))
+        return self._nodes.read_json(self.committed_path(partition))
 
     def committed_path(self, partition: str) -> str:
         return f"{self._partition(partition)}/committed"
 
     def put_committed(self, partition: str, meta: Any) -> None:
-        self._store.write_json(self.committed_path(partition), meta)
+        self._nodes.write_json(self.committed_path(partition), meta)
 
     def cleanup_before(self, txid: int) -> int:
         """Delete per-txid metadata below ``txid`` (the newest of each partition stays)."""

@@ -205,7 +205,7 @@ class DRPCExecutor:
         if self.store is None:
             return None
         try:
-            return self.store.committed_txid()
+            return self.store.commits.committed_txid()
         except TridentError:
             raise
         except Exception as exc:  # kazoo's connection errors: say what and where

@@ -95,14 +95,14 @@ class BatchReadiness:
         partitioned spout has emitted it. A partitioned spout's readiness looks after its
         newest *emitted* batch: between a batch's begin and its emit, the records it is about
         to take still look new (``txid`` 0, none begun: settled)."""
-        if txid <= self.store.committed_txid():
+        if txid <= self.store.commits.committed_txid():
             return True
         for name, spout in self.coordinator.spouts.items():
             if isinstance(spout, EmitsInTxidOrder):
                 if not spout.emitted(txid):
                     return False
             elif isinstance(spout, OpaqueBatches):
-                meta = self.store.get_meta(name, txid)
+                meta = self.store.metas.get_meta(name, txid)
                 if meta is None:
                     return False
                 fixed = spout.batch_partitions(txid, meta) if isinstance(

@@ -112,7 +112,7 @@ class CommitInTurn:
                 log=self.log,
                 reference=self.topology,
             ),
-            steps.store.runs_of_txid,
+            steps.store.runs.runs_of_txid,
             self.log,
         )
         if summary["applied"]:
@@ -124,7 +124,7 @@ class CommitInTurn:
         else:
             self.log.info(
                 "txid %d was already committed: state unchanged (committed txid is now %d)",
-                txid, steps.store.committed_txid(),
+                txid, steps.store.commits.committed_txid(),
             )  # fmt: skip
         return summary
 

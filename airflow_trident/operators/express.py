@@ -129,7 +129,7 @@ class ExpressBatchOperator(TridentLineageMixin, CommitInTurn, BeginWhenReady):
                         "attempt_id", summary["attempt_id"])  # fmt: skip
             else:
                 assert txid is not None
-                attempt = steps.store.attempt(txid)
+                attempt = steps.store.attempts.attempt(txid)
                 staged = None if attempt is None else attempt.attempt_id
                 summary = {
                     "txid": txid,
@@ -139,7 +139,7 @@ class ExpressBatchOperator(TridentLineageMixin, CommitInTurn, BeginWhenReady):
                         (steps.committed_attempt(txid) or staged) if step == "success" else staged
                     ),
                     "run_id": context["dag_run"].run_id,
-                    "committed_txid": steps.store.committed_txid(),
+                    "committed_txid": steps.store.commits.committed_txid(),
                 }
                 self.log.info(
                     "run %s resumes txid %d at its %s (attempt %s %s)",

@@ -183,7 +183,7 @@ class ReadinessWait(TridentTask, BaseSensorOperator):
         if txid is None:
             return True
         with self.trident_hook().readiness(self.topology) as readiness:
-            return int(txid) > readiness.store.committed_txid()
+            return int(txid) > readiness.store.commits.committed_txid()
 
     def _sibling(self, name: str) -> str:
         """The task id of this batch's ``name`` task (same task group as this sensor)."""
@@ -271,10 +271,10 @@ class ReadinessWait(TridentTask, BaseSensorOperator):
         from airflow_trident.hooks.dagruns import dagrun_states
 
         with self.trident_hook().readiness(self.topology) as readiness:
-            pending = readiness.store.committed_txid() + 1
-            if readiness.store.current_txid() < pending:
+            pending = readiness.store.commits.committed_txid() + 1
+            if readiness.store.runs.current_txid() < pending:
                 return None
-            runs = list(readiness.store.runs_of_txid(pending))
+            runs = list(readiness.store.runs.runs_of_txid(pending))
         states = dagrun_states(ti.dag_id, runs)
         if not runs or any(state != "failed" for state in states.values()):
             return None
@@ -288,7 +288,7 @@ class ReadinessWait(TridentTask, BaseSensorOperator):
 
     def _txid_of(self, run_id: str) -> int | None:
         with self.trident_hook().readiness(self.topology) as readiness:
-            txid: int | None = readiness.store.txid_for_run(run_id)
+            txid: int | None = readiness.store.runs.txid_for_run(run_id)
             return txid
 
 

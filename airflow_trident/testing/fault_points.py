@@ -5,14 +5,16 @@ spouts' emitters) with the same arming rules; they are one catalogue for users t
 
 Faults are injected without touching production code paths: the harness wraps the coordinator
 store, the spouts, the state factories and adds a Function step, and every wrapper calls
-:meth:`FaultInjector.hit` with a *point* name before and after delegating:
+:meth:`FaultInjector.hit` with a *point* name before and after delegating (the store's parts,
+partition states and states through one generic proxy, :class:`FaultPoints`):
 
 ==================================  =========================================================
 point                               what a fault there means
 ==================================  =========================================================
 ``store.commit.before``             states written, ZooKeeper's compare-and-set not done
 ``store.commit.after``              compare-and-set done, the task died before reporting it
-``store.<method>.before|after``     any other coordinator call (bind_run, next_attempt, ...)
+``store.<method>.before|after``     any other call of a store part (``store.runs.bind_run``:
+                                    ``store.bind_run``, next_attempt, ...) or cleanup_before
 ``partition_state.<m>.before|after`` a partitioned spout's own metadata in ZooKeeper
 ``spout.emit.before|after``         the emitter of one partition, before or after it emitted
 ``function.execute``                user code of the processing phase (one tuple)
@@ -23,22 +25,26 @@ point                               what a fault there means
 ``"*"``) run an action: raise :class:`InjectedFault` (default), expire the ZooKeeper session,
 restart a private server, or ``SIGKILL`` the process (:func:`kill_this_process`).
 
+Not fault points (as they never were): the store's ``runs_of_txid``, ``bind_new_run``,
+``attempt_started_at``, ``mark_commit_started`` and ``commit_shape``, a partition state's
+``committed_path`` and a state's ``rollback``.
+
 Examples
 --------
 >>> from airflow_trident.coordination.memory import MemoryCoordinatorStore
 >>> injector = FaultInjector()
 >>> store = FaultyStore(MemoryCoordinatorStore("doc"), injector)
 >>> injector.arm("store.commit.before")
->>> store.bind_run("r1")
+>>> store.runs.bind_run("r1")
 1
 >>> try:
-...     store.commit(1)
+...     store.commits.commit(1)
 ... except InjectedFault as exc:
 ...     print(exc)
 injected fault at store.commit.before (hit 1 of 'store.commit.before')
->>> store.committed_txid(), injector.fired
+>>> store.commits.committed_txid(), injector.fired
 (0, Counter({'store.commit.before': 1}))
->>> store.commit(1); store.committed_txid()
+>>> store.commits.commit(1); store.commits.committed_txid()
 1
 """
 
@@ -49,22 +55,28 @@ import os
 import signal
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from airflow_trident.attempt import TransactionAttempt
-from airflow_trident.coordination.protocol import CoordinatorStoreProtocol, StorePaths
+from airflow_trident.coordination.protocol import (
+    FLAT_NAMES,
+    CoordinatorStoreProtocol,
+    StorePaths,
+    moved_to_part,
+)
 from airflow_trident.errors import TridentError
 from airflow_trident.operation.base import Function
 from airflow_trident.spout.base import Collector
 from airflow_trident.spout.tx_state import PartitionState
-from airflow_trident.state.base import Key, State
+from airflow_trident.state.base import State
 from airflow_trident.tuple import TridentCollector, TridentTuple
 
 __all__ = [
     "FailWhenArmed",
     "FaultInjector",
+    "FaultPoints",
     "FaultyOpaqueSpout",
     "FaultyPartitionState",
     "FaultyState",
@@ -72,9 +84,13 @@ __all__ = [
     "FaultyStore",
     "FaultyTransactionalSpout",
     "InjectedFault",
+    "faulty",
     "faulty_spout",
     "kill_this_process",
 ]
+
+
+T = TypeVar("T")
 
 
 class InjectedFault(TridentError):
@@ -178,48 +194,80 @@ class FaultInjector:
         return result
 
 
-class FaultyPartitionState:
-    """A partitioned spout's metadata store whose every call is a fault point."""
+class FaultPoints:
+    """Any object, each call of a public method of it a fault point ``<prefix>.<method>``
+    (``before`` and ``after`` the call); the one proxy every wrapper here is made of.
 
-    def __init__(self, inner: PartitionState, injector: FaultInjector) -> None:
+    ``passthrough`` names methods called without a fault point, ``hidden`` attributes the code
+    under test must not see. Other attributes (values, ``_private`` ones) pass through.
+
+    >>> injector = FaultInjector()
+    >>> words = FaultPoints(["a"], injector, "words")
+    >>> words.append("b"); words.count("a"), sorted(injector.hits)
+    (1, ['words.append.after', 'words.append.before', 'words.count.after', 'words.count.before'])
+    """
+
+    def __init__(
+        self,
+        inner: Any,
+        injector: FaultInjector,
+        prefix: str,
+        *,
+        passthrough: frozenset[str] = frozenset(),
+        hidden: frozenset[str] = frozenset(),
+    ) -> None:
         self.inner = inner
         self.injector = injector
+        self._prefix = prefix
+        self._passthrough = passthrough
+        self._hidden = hidden
 
-    def _do(self, name: str, call: Callable[[], Any]) -> Any:
-        return self.injector.around(f"partition_state.{name}", call)
+    def __getattr__(self, name: str) -> Any:
+        if name in self.__dict__.get("_hidden", ()):
+            msg = f"{name!r} is hidden from the runtime by the fault harness"
+            raise AttributeError(msg)
+        if "inner" not in self.__dict__:  # not initialised (copy, pickle): no delegation yet
+            raise AttributeError(name)
+        value = getattr(self.inner, name)
+        if not callable(value) or name.startswith("_") or name in self._passthrough:
+            return value
+        point = f"{self._prefix}.{name}"
 
-    def get(self, partition: str, txid: int) -> Any:
-        return self._do("get", lambda: self.inner.get(partition, txid))
+        def hooked(*args: Any, **kwargs: Any) -> Any:
+            return self.injector.around(point, lambda: value(*args, **kwargs))
 
-    def put(self, partition: str, txid: int, meta: Any) -> None:
-        self._do("put", lambda: self.inner.put(partition, txid, meta))
+        return hooked
 
-    def latest_before(self, partition: str, txid: int) -> tuple[int, Any] | None:
-        found: tuple[int, Any] | None = self._do(
-            "latest_before", lambda: self.inner.latest_before(partition, txid)
+
+def faulty(
+    inner: T, injector: FaultInjector, prefix: str, *, passthrough: frozenset[str] = frozenset()
+) -> T:
+    """``inner`` behind :class:`FaultPoints`, typed as ``inner`` (it is a stand-in for it)."""
+    return cast(T, FaultPoints(inner, injector, prefix, passthrough=passthrough))
+
+
+class FaultyPartitionState(FaultPoints):
+    """A partitioned spout's metadata store whose every call is a fault point
+    ``partition_state.<method>`` (``committed_path``, a name, is not)."""
+
+    def __init__(self, inner: PartitionState, injector: FaultInjector) -> None:
+        super().__init__(
+            inner, injector, "partition_state", passthrough=frozenset({"committed_path"})
         )
-        return found
 
-    def get_committed(self, partition: str) -> Any:
-        return self._do("get_committed", lambda: self.inner.get_committed(partition))
 
-    def committed_path(self, partition: str) -> str | None:
-        return self.inner.committed_path(partition)
-
-    def put_committed(self, partition: str, meta: Any) -> None:
-        self._do("put_committed", lambda: self.inner.put_committed(partition, meta))
-
-    def cleanup_before(self, txid: int) -> int:
-        cleanup = getattr(self.inner, "cleanup_before", None)
-        if not callable(cleanup):
-            return 0
-        removed: int = self._do("cleanup_before", lambda: cleanup(txid))
-        return removed
+# Store calls that were never fault points: kept so, so that fault plans armed by hit counts
+# (``store.*`` at its n-th hit) land where they always did.
+_NOT_STORE_POINTS = frozenset(
+    {"runs_of_txid", "bind_new_run", "attempt_started_at", "mark_commit_started", "commit_shape"}
+)
 
 
 class FaultyStore:
     """A :class:`~airflow_trident.coordination.protocol.CoordinatorStoreProtocol` delegating to
-    ``inner`` (the real ZooKeeper store), each call a fault point ``store.<method>``.
+    ``inner`` (the real ZooKeeper store): each part (``runs``, ``attempts``, ``metas``,
+    ``commits``) behind :class:`FaultPoints`, each call a fault point ``store.<method>``
+    (``store.commit``, ``store.bind_run``...), and ``store.cleanup_before``.
 
     ``store.commit.before`` is "the states were written, the compare-and-set was not done";
     ``store.commit.after`` is "it was done, and the task died before it could say so".
@@ -229,78 +277,36 @@ class FaultyStore:
     def __init__(self, inner: CoordinatorStoreProtocol, injector: FaultInjector) -> None:
         self.inner = inner
         self.injector = injector
+        self.runs = faulty(inner.runs, injector, "store", passthrough=_NOT_STORE_POINTS)
+        self.attempts = faulty(inner.attempts, injector, "store", passthrough=_NOT_STORE_POINTS)
+        self.metas = faulty(inner.metas, injector, "store")
+        self.commits = faulty(inner.commits, injector, "store")
 
     def __getattr__(self, name: str) -> Any:
+        if "inner" not in self.__dict__:  # not initialised (copy, pickle): no delegation yet
+            raise AttributeError(name)
+        if name in FLAT_NAMES:
+            return moved_to_part(self, name)  # deprecated flat names, still fault points
         return getattr(self.inner, name)
-
-    def _do(self, name: str, call: Callable[[], Any]) -> Any:
-        return self.injector.around(f"store.{name}", call)
 
     @property
     def paths(self) -> StorePaths:
         return self.inner.paths
 
-    def current_txid(self) -> int:
-        result: int = self._do("current_txid", self.inner.current_txid)
-        return result
-
-    def allocate_txid(self) -> int:
-        result: int = self._do("allocate_txid", self.inner.allocate_txid)
-        return result
-
-    def txid_for_run(self, run_id: str) -> int | None:
-        result: int | None = self._do("txid_for_run", lambda: self.inner.txid_for_run(run_id))
-        return result
-
-    def bind_run(self, run_id: str, txid: int | None = None) -> int:
-        result: int = self._do("bind_run", lambda: self.inner.bind_run(run_id, txid))
-        return result
-
-    def attempt(self, txid: int) -> TransactionAttempt | None:
-        result: TransactionAttempt | None = self._do("attempt", lambda: self.inner.attempt(txid))
-        return result
-
-    def next_attempt(self, txid: int) -> TransactionAttempt:
-        result: TransactionAttempt = self._do("next_attempt", lambda: self.inner.next_attempt(txid))
-        return result
-
-    def put_meta(self, spout: str, txid: int, meta: Any, *, overwrite: bool = False) -> None:
-        self._do("put_meta", lambda: self.inner.put_meta(spout, txid, meta, overwrite=overwrite))
-
-    def get_meta(self, spout: str, txid: int) -> Any:
-        return self._do("get_meta", lambda: self.inner.get_meta(spout, txid))
-
-    def has_meta(self, spout: str, txid: int) -> bool:
-        result: bool = self._do("has_meta", lambda: self.inner.has_meta(spout, txid))
-        return result
-
-    def latest_meta_before(self, spout: str, txid: int) -> tuple[int, Any] | None:
-        result: tuple[int, Any] | None = self._do(
-            "latest_meta_before", lambda: self.inner.latest_meta_before(spout, txid)
-        )
-        return result
-
-    def committed_txid(self) -> int:
-        result: int = self._do("committed_txid", self.inner.committed_txid)
-        return result
-
-    def commit(
-        self, txid: int, *, token: str | None = None, writes: Mapping[str, Any] | None = None
-    ) -> None:
-        self._do("commit", lambda: self.inner.commit(txid, token=token, writes=writes))
-
     def cleanup_before(self, txid: int, *, runs_before: int | None = None) -> int:
-        result: int = self._do(
-            "cleanup_before",
+        result: int = self.injector.around(
+            "store.cleanup_before",
             lambda: self.inner.cleanup_before(txid, runs_before=runs_before),
         )
         return result
 
     def partition_state(self, spout: str) -> PartitionState:
-        return FaultyPartitionState(self.inner.partition_state(spout), self.injector)
+        return cast(
+            PartitionState, FaultyPartitionState(self.inner.partition_state(spout), self.injector)
+        )
 
 
-class FaultyState:
+class FaultyState(FaultPoints):
     """One partition's state whose every call is a fault point ``state.<op>``.
 
     ``state.commit.before`` at its n-th hit is "a commit failing after n-1 partitions (or
@@ -317,48 +323,9 @@ class FaultyState:
         *,
         hidden: frozenset[str] = frozenset(),
     ) -> None:
-        self.inner = inner
-        self.injector = injector
+        super().__init__(inner, injector, "state", hidden=hidden)
         self.partition_index = partition_index
         self.hidden = hidden
-
-    def _do(self, name: str, call: Callable[[], Any]) -> Any:
-        return self.injector.around(f"state.{name}", call)
-
-    def __getattr__(self, name: str) -> Any:
-        if name in self.__dict__.get("hidden", ()):
-            msg = f"{name!r} is hidden from the runtime by the fault harness"
-            raise AttributeError(msg)
-        value = getattr(self.inner, name)
-        if not callable(value) or name.startswith("_"):
-            return value
-
-        def hooked(*args: Any, **kwargs: Any) -> Any:
-            return self._do(name, lambda: value(*args, **kwargs))
-
-        return hooked
-
-    def begin_commit(self, txid: int) -> None:
-        self._do("begin_commit", lambda: self.inner.begin_commit(txid))
-
-    def commit(self, txid: int) -> None:
-        self._do("commit", lambda: self.inner.commit(txid))
-
-    def multi_get(self, keys: Sequence[Key]) -> list[Any]:
-        result: list[Any] = self._do("multi_get", lambda: self.inner.multi_get(keys))
-        return result
-
-    def multi_put(self, keys: Sequence[Key], values: Sequence[Any]) -> None:
-        self._do("multi_put", lambda: self.inner.multi_put(keys, values))
-
-    def multi_update(self, keys: Sequence[Key], updaters: Sequence[Any]) -> list[Any]:
-        result: list[Any] = self._do(
-            "multi_update", lambda: self.inner.multi_update(keys, updaters)
-        )
-        return result
-
-    def multi_combine(self, keys: Sequence[Key], deltas: Sequence[Any], op: Any) -> None:
-        self._do("multi_combine", lambda: self.inner.multi_combine(keys, deltas, op))
 
     def rollback(self) -> None:
         # Not a fault point: it runs while another failure is being handled.
@@ -398,8 +365,7 @@ class FaultyStateFactory:
 
     def make_state(self, partition_index: int = 0, num_partitions: int = 1) -> State:
         inner = self.inner.make_state(partition_index, num_partitions)
-        state: State = FaultyState(inner, self.injector, partition_index, hidden=self.hidden)
-        return state
+        return cast(State, FaultyState(inner, self.injector, partition_index, hidden=self.hidden))
 
     def __repr__(self) -> str:
         return f"FaultyStateFactory({self.inner!r})"

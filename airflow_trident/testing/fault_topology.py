@@ -228,7 +228,7 @@ class FaultTopology:
         """Lines of each partition that committed batches have read (``store``: the real,
         unwrapped store)."""
         state = store.partition_state(SPOUT)
-        committed = store.committed_txid()
+        committed = store.commits.committed_txid()
         ends: dict[str, int] = {}
         for partition in self.data.partitions:
             if isinstance(self.spout, MemoryOpaqueSpout):

@@ -366,7 +366,7 @@ class _Schedule:
         )
         limit = 60 * c.batches + 200
         ticks = 0
-        while self.real.committed_txid() < c.batches and ticks < limit:
+        while self.real.commits.committed_txid() < c.batches and ticks < limit:
             if self._stuck():
                 self._violation(
                     f"no txid committed in {_STUCK_TICKS} steps: {self._describe_runs()}"
@@ -379,13 +379,13 @@ class _Schedule:
         for kind in c.required:
             if kind in self.kinds and not self.report.faults[kind]:
                 self._violation(f"required fault {kind!r} never fired")
-        self.report.batches = self.real.committed_txid()
+        self.report.batches = self.real.commits.committed_txid()
         self.report.elapsed_s = time.monotonic() - started
         return self.report
 
     def _stuck(self) -> bool:
         """No txid committed for :data:`_STUCK_TICKS` scheduler decisions."""
-        committed = self.real.committed_txid()
+        committed = self.real.commits.committed_txid()
         if committed != self.progress[0]:
             self.progress = (committed, 0)
         else:
@@ -416,7 +416,7 @@ class _Schedule:
             )
             return
         ends = self.topo.committed_ends(self.real)
-        committed = self.real.committed_txid()
+        committed = self.real.commits.committed_txid()
         self.report.final_differences = self.topo.differences(
             self.config.seed, committed, self.state_url, ends
         )
@@ -431,7 +431,7 @@ class _Schedule:
 
     def _tick(self, *, new_runs: bool = True) -> None:
         """One scheduler decision."""
-        committed = self.real.committed_txid()
+        committed = self.real.commits.committed_txid()
         in_flight = [r for r in self.runs if r.stage != "done"]
         choices: list[tuple[float, Callable[[], None]]] = []
         if new_runs and len(in_flight) < self.config.max_in_flight:
@@ -477,7 +477,7 @@ class _Schedule:
         done = ["begin", "process", "commit", "success"]
         reached = done.index(run.stage) if run.stage in done else len(done)
         step = self.rng.choice(done[:reached])
-        if step == "commit" and (run.txid is None or run.txid > self.real.committed_txid()):
+        if step == "commit" and (run.txid is None or run.txid > self.real.commits.committed_txid()):
             return  # re-running an uncommitted commit is just the commit
         self.report.reruns[step] += 1
         run.stage = step
@@ -485,7 +485,7 @@ class _Schedule:
 
     def _out_of_order_commit(self, run: _Run) -> None:
         assert run.txid is not None
-        committed = self.real.committed_txid()
+        committed = self.real.commits.committed_txid()
         try:
             summary = self.steps.commit(run.txid)
         except CommitOrderError:
@@ -495,7 +495,7 @@ class _Schedule:
         else:
             if summary.get("applied"):
                 self._violation(f"txid {run.txid} committed while committed txid was {committed}")
-        if self.real.committed_txid() != committed:
+        if self.real.commits.committed_txid() != committed:
             self._violation(f"an out-of-order commit of txid {run.txid} moved the committed txid")
 
     # -- one step, maybe with a fault -----------------------------------------------------------
@@ -536,7 +536,9 @@ class _Schedule:
         if not self.faults_on:
             return None
         possible = [k for k in _STEP_FAULTS[step] if k in self.kinds]
-        if step == "commit" and (run.txid is None or run.txid != self.real.committed_txid() + 1):
+        if step == "commit" and (
+            run.txid is None or run.txid != self.real.commits.committed_txid() + 1
+        ):
             possible = [k for k in possible if k != "two_committers"]
         if step not in self.step_hits:
             possible = [k for k in possible if k in _NO_HISTORY]
@@ -678,7 +680,7 @@ class _Schedule:
                 if run.txid in self.applied:
                     self._violation(f"txid {run.txid} was applied twice")
                 self.applied.add(run.txid)
-            elif self.real.committed_txid() < run.txid:
+            elif self.real.commits.committed_txid() < run.txid:
                 self._violation(f"commit of txid {run.txid} was a no-op but it is not committed")
         run.stage = _NEXT[step]
 
@@ -715,7 +717,7 @@ class _Schedule:
 
     def _check_committed(self) -> None:
         """After a txid commits, every key must match the reference of the lines read so far."""
-        committed = self.real.committed_txid()
+        committed = self.real.commits.committed_txid()
         if committed <= self.checked:
             return
         self.checked = committed

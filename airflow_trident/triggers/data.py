@@ -114,7 +114,7 @@ class NewDataTrigger(BaseEventTrigger):
 
             def look() -> tuple[bool, int, bool]:
                 ready = handle.is_ready()  # then the txid: a batch begun meanwhile is unsettled
-                current = handle.store.current_txid()
+                current = handle.store.runs.current_txid()
                 return ready, current, ready and handle.settled(current)
 
             while True:

@@ -88,13 +88,13 @@ class CommittedTxidTrigger(BaseTrigger):
             await asyncio.to_thread(store.client.DataWatch, store.paths.committed_txid, on_change)
             while True:
                 changed.clear()
-                committed = await asyncio.to_thread(store.committed_txid)
+                committed = await asyncio.to_thread(store.commits.committed_txid)
                 if committed >= self.txid:
                     yield TriggerEvent({"status": "committed", "committed_txid": committed})  # type: ignore[no-untyped-call]
                     return
                 if watch is not None and time.monotonic() - checked >= STALL_CHECK_S:
                     checked = time.monotonic()
-                    runs = await asyncio.to_thread(store.runs_of_txid, self.txid)
+                    runs = await asyncio.to_thread(store.runs.runs_of_txid, self.txid)
                     states = await sync_to_async(dagrun_states)(watch.dag_id, runs)
                     verdict = watch.verdict(states, time.monotonic())
                     if verdict is not None:

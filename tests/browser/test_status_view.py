@@ -76,7 +76,7 @@ def test_the_status_view_shows_the_ledger_in_the_airflow_ui(
             word_count, client, root=zk.root, staging_root=str(root / "staging"),
             state_url=state_url,
         )  # fmt: skip
-        assert steps.store.committed_txid() == 1
+        assert steps.store.commits.committed_txid() == 1
         run_batches(steps, committed=3, processed=1, begun=1)
     finally:
         client.stop()

@@ -116,7 +116,7 @@ def test_out_of_order_commit_fails_and_writes_nothing(zk_store: CoordinatorStore
     with pytest.raises(CommitOrderError, match=r"txid 2 .* txid 1 must commit first"):
         commit_counts(coordinator, plan2, state, coordinator.emit(plan2, "words"))
     assert backing.items() == []
-    assert zk_store.committed_txid() == 0
+    assert zk_store.commits.committed_txid() == 0
 
 
 def test_committed_run_replayed_changes_nothing(zk_store: CoordinatorStore) -> None:
@@ -207,5 +207,5 @@ def test_begin_of_a_txid_never_allocated_is_refused_and_writes_nothing(
         coordinator.begin(run_id=run_id, txid=7)
     # Then no metadata, attempt or binding was written, and no txid was allocated
     assert _znodes(zk_store.client, zk_store.paths.base) == before
-    assert zk_store.attempt(7) is None
-    assert zk_store.current_txid() == 2
+    assert zk_store.attempts.attempt(7) is None
+    assert zk_store.runs.current_txid() == 2

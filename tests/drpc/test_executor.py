@@ -174,7 +174,7 @@ def test_a_query_during_a_paused_opaque_commit_reads_committed_values_only(
     # written, before ZooKeeper's compare-and-set)
     injector.arm(point, action=paused)
     thread = _commit_in_thread(runner, paused)
-    assert zk_store.committed_txid() == 2
+    assert zk_store.commits.committed_txid() == 2
     # Then every query answers the values of txid 2 (txid 3's words read as absent)
     during = {w: drpc.execute("word", w) for w in SEED_WORDS}
     assert during == before
@@ -185,7 +185,7 @@ def test_a_query_during_a_paused_opaque_commit_reads_committed_values_only(
     # and once the commit finishes, txid 3's counts
     paused.release.set()
     thread.join(60)
-    assert zk_store.committed_txid() == 3
+    assert zk_store.commits.committed_txid() == 3
     assert drpc.execute_json("word", "day") == '[["day",1]]'
 
 

@@ -108,7 +108,10 @@ def _steps(work: Path) -> Any:
 def scenario_python(spark: Any, work: Path) -> dict[str, Any]:
     steps = _steps(work)
     commit_with_replays(steps)
-    return {"committed": steps.store.committed_txid(), **_spark_view(spark, os.environ[PATH_ENV])}
+    return {
+        "committed": steps.store.commits.committed_txid(),
+        **_spark_view(spark, os.environ[PATH_ENV]),
+    }
 
 
 def scenario_spark(spark: Any, work: Path) -> dict[str, Any]:
@@ -152,7 +155,7 @@ def scenario_spark(spark: Any, work: Path) -> dict[str, Any]:
         i: table.transaction_version(f"delta_words.events.p{i}of3") for i in range(3)
     }
     return {
-        "committed": steps.store.committed_txid(),
+        "committed": steps.store.commits.committed_txid(),
         **found,
         **_spark_view(spark, os.environ[PATH_ENV]),
     }

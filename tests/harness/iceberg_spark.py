@@ -150,7 +150,7 @@ def _pyiceberg_rows() -> int:
 def scenario_python(spark: Any, work: Path) -> dict[str, Any]:
     steps = _steps(work)
     commit_with_replays(steps)
-    return {"committed": steps.store.committed_txid(), **_spark_view(spark)}
+    return {"committed": steps.store.commits.committed_txid(), **_spark_view(spark)}
 
 
 def scenario_spark(spark: Any, work: Path) -> dict[str, Any]:
@@ -215,4 +215,4 @@ def scenario_spark(spark: Any, work: Path) -> dict[str, Any]:
     }
     found["pyiceberg_rows"] = table.scan().to_arrow().num_rows
     found["main_txids"] = _main_txids(table)
-    return {"committed": steps.store.committed_txid(), **found, **_spark_view(spark)}
+    return {"committed": steps.store.commits.committed_txid(), **found, **_spark_view(spark)}

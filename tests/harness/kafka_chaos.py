@@ -592,7 +592,7 @@ class KafkaChaos:
         if self.c.mode == "opaque":
             self._delete_uncommitted("retention_delete")
             return
-        newest = self.store.committed_txid()
+        newest = self.store.commits.committed_txid()
         window = [(p, r) for p, done in self.ranges.items() for r in done
                   if r[0] > newest - 12 and r[2] > max(r[1], self.deleted.get(p, 0))]  # fmt: skip
         if not window:
@@ -690,7 +690,7 @@ class KafkaChaos:
         started = time.monotonic()
         try:
             self.produce(2 * self.partitions)
-            while self.store.committed_txid() < self.c.batches and self.report.ok:
+            while self.store.commits.committed_txid() < self.c.batches and self.report.ok:
                 if self.rng.random() < 0.7:
                     self.produce(self.rng.randint(0, 2 * self.c.max_rows))
                 self.batch(faults=True)
@@ -702,7 +702,7 @@ class KafkaChaos:
             if self.report.ok:
                 self.check_all_read()
                 self.check_dead_letters()
-            self.report.batches = self.store.committed_txid()
+            self.report.batches = self.store.commits.committed_txid()
             self.report.rows = len(self.produced)
             self.report.lost = self.lost_records
             self.report.sink_records = sum(self.sink_seen.values())

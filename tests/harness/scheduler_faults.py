@@ -437,7 +437,7 @@ class _Driver:
     def committed(self) -> int:
         """ZooKeeper's committed txid (the last one read while ZooKeeper is down)."""
         try:
-            value = self.store.committed_txid()
+            value = self.store.commits.committed_txid()
         except (KazooException, TridentError):
             return self._committed
         if value != self._committed:
@@ -460,7 +460,7 @@ class _Driver:
                 if run_id in self.known_txids:
                     continue
                 try:
-                    txid = self.store.txid_for_run(run_id)
+                    txid = self.store.runs.txid_for_run(run_id)
                 except (KazooException, TridentError):
                     break
                 if txid is not None:
@@ -661,7 +661,7 @@ class _Driver:
     def _failed_run(self, fault: PlannedFault) -> None:
         """Poison the next txid to begin; wait for its run to fail; un-poison; clear it."""
         try:
-            target = self.store.current_txid() + 1
+            target = self.store.runs.current_txid() + 1
         except (KazooException, TridentError) as error:
             self._skip("failed_run", f"ZooKeeper unreadable: {error}")
             return
@@ -981,7 +981,7 @@ def _verify(driver: _Driver, data: SchedulerData) -> None:
         missing = sorted(set(range(1, n + 1)) - set(report.ledger_txids))
         extra = sorted(set(report.ledger_txids) - set(range(1, n + 1)))
         report.problems.append(f"ledger txids are not 1..{n}: missing {missing}, extra {extra}")
-    allocated, committed = driver.store.current_txid(), driver.store.committed_txid()
+    allocated, committed = driver.store.runs.current_txid(), driver.store.commits.committed_txid()
     if committed != n and committed <= data.batches:
         # Which is wrong, the states or the number of txids? Compare with what was committed.
         report.differences_committed = (

@@ -671,7 +671,7 @@ class _Chaos:
         """One txid, attempted until it commits; returns the rows it read."""
         if faults and self.c.redeploys and self.rng.random() < self.c.redeploys:
             self.redeploy("redeploy")
-            if self.c.replays and self.store.committed_txid() and self.rng.random() < 0.5:
+            if self.c.replays and self.store.commits.committed_txid() and self.rng.random() < 0.5:
                 self.replay()  # before the new deployment's first commit
         if faults and self._fault():
             self.insert(self.rng.randint(1, 3))
@@ -766,7 +766,7 @@ class _Chaos:
     def replay(self) -> None:
         """A committed txid (the newest or older) replayed: through the lifecycle, or
         (transactional mode) into each state directly."""
-        committed = self.store.committed_txid()
+        committed = self.store.commits.committed_txid()
         if self.c.mode == "transactional" and self.rng.random() < 0.5:
             self.replay_into_states(self.rng.randint(max(1, committed - REPLAY_WINDOW), committed))
             self.check(committed, sinks=True)
@@ -829,7 +829,7 @@ class _Chaos:
     def run(self) -> SourceChaosReport:
         started = time.monotonic()
         self.insert(self._size() if self.c.sizes else self.c.partitions * self.c.max_rows)
-        while self.store.committed_txid() < self.c.batches and not self.report.violations:
+        while self.store.commits.committed_txid() < self.c.batches and not self.report.violations:
             if self.c.sizes:
                 self.insert(self._size())
             elif self.rng.random() < 0.7:
@@ -839,7 +839,7 @@ class _Chaos:
             if self.report.violations or not self.spout.has_rows_after(self._highs()):
                 break
             self.batch(faults=False)
-        self.report.batches = self.store.committed_txid()
+        self.report.batches = self.store.commits.committed_txid()
         if self.c.sizes or self.c.shaped:
             self._verify_ranges()
             self.check(self.report.batches, sinks=True)
@@ -1083,7 +1083,7 @@ class _FileChaos(_Chaos):
     def run(self) -> SourceChaosReport:
         started = time.monotonic()
         self.land(2 * len(self.parts))
-        while self.store.committed_txid() < self.c.batches and not self.report.violations:
+        while self.store.commits.committed_txid() < self.c.batches and not self.report.violations:
             if self.rng.random() < 0.7:
                 self.land(self.rng.randint(0, 3))
             self.batch(faults=True)
@@ -1101,7 +1101,7 @@ class _FileChaos(_Chaos):
             if all(w in committed for w in waiting):
                 break
             self.batch(faults=False)
-        self.report.batches = self.store.committed_txid()
+        self.report.batches = self.store.commits.committed_txid()
         self.report.rows = len(self.files)
         self.report.elapsed_s = time.monotonic() - started
         return self.report

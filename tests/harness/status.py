@@ -107,7 +107,7 @@ def topology_steps(env: Mapping[str, str], zk: ZkConfig, state_url: str) -> Iter
 def run_batches(steps: BatchSteps, *, committed: int, processed: int = 0, begun: int = 0) -> None:
     """Commit ``committed`` batches as the DAG's tasks do (runs ``run_1``, ``run_2``, ...),
     then leave ``processed`` batches staged and ``begun`` ones begun, uncommitted."""
-    first = steps.store.current_txid() + 1
+    first = steps.store.runs.current_txid() + 1
     for txid in range(first, first + committed):
         steps.begin(f"run_{txid}", None)
         steps.process_local(txid)

@@ -55,8 +55,8 @@ def test_wait_watching_fails_a_commit_wait_on_the_real_index(
     # Given txids 1 and 2 bound to runs, txid 1 never committing, and Airflow answering that
     # txid 1's run has failed (the Task Execution API cannot run outside a task: its answer is
     # the one thing given here)
-    zk_store.bind_run("run1")
-    zk_store.bind_run("run2")
+    zk_store.runs.bind_run("run1")
+    zk_store.runs.bind_run("run2")
     monkeypatch.setattr(stalls, "STALL_CHECK_S", 0.0)
     asked: list[Sequence[str]] = []
 
@@ -69,9 +69,9 @@ def test_wait_watching_fails_a_commit_wait_on_the_real_index(
     # (the tasks wrap their waits in no_retry_when_stalled: a verdict fails them without retry)
     with pytest.raises(AirflowFailException) as failed, no_retry_when_stalled():
         wait_watching(
-            lambda: zk_store.committed_txid() >= 1,
+            lambda: zk_store.commits.committed_txid() >= 1,
             watch,
-            lambda: zk_store.runs_of_txid(1),
+            lambda: zk_store.runs.runs_of_txid(1),
             timeout_s=30,
             poll_s=0.01,
             log=log,
@@ -86,7 +86,7 @@ def test_wait_watching_fails_a_commit_wait_on_the_real_index(
 @pytest.mark.integration
 def test_wait_watching_returns_when_the_awaited_txid_commits(zk_store: CoordinatorStore) -> None:
     # Given a wait whose awaited txid commits on the third look, its run running meanwhile
-    zk_store.bind_run("run1")
+    zk_store.runs.bind_run("run1")
     ready = iter([False, False, True])
     watch = StallWatch("wc", txid=2, waiting_for="commit")
     # When the task waits; Then it returns True (ready), no verdict on a running run

@@ -111,14 +111,14 @@ def test_a_task_opens_one_zookeeper_session_however_many_blocks(deployment: Depl
             with hook.readiness(deployment.reference) as readiness:
                 readiness.is_ready()
         with hook.coordinator_store(deployment.name) as store:
-            store.allocate_txid()
+            store.runs.allocate_txid()
         with hook.batch_steps(deployment.reference, staging_root="/tmp/unused") as steps:
-            assert steps.store.current_txid() == 1
+            assert steps.store.runs.current_txid() == 1
     # Then it connected once
     assert deployment.sessions == 1
     # And a lone block connects and closes on its own
     with hook.coordinator_store(deployment.name) as store:
-        assert store.current_txid() == 1
+        assert store.runs.current_txid() == 1
     assert deployment.sessions == 2
 
 
@@ -129,7 +129,7 @@ def test_the_readiness_handle_builds_no_committer_nor_interpreter(
     with deployment.hook().readiness(deployment.reference) as readiness:
         # Then it answers from the spouts' coordinators (the lifecycle was never built)
         assert readiness.is_ready() is True
-        assert readiness.store.committed_txid() == 0
+        assert readiness.store.commits.committed_txid() == 0
     # while the whole lifecycle's committer is one
     with (
         pytest.raises(AssertionError, match="built the batch lifecycle"),

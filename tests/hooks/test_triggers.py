@@ -32,12 +32,12 @@ def test_commit_trigger_fires_on_the_watch_when_the_previous_txid_commits(
     host, _, port = zk_config.hosts.partition(":")
     conn_id = airflow_conn(conn_type="trident_zookeeper", host=host, port=int(port),
                            extra={"root": zk_config.root})  # fmt: skip
-    zk_store.allocate_txid()
+    zk_store.runs.allocate_txid()
     # a fallback poll far beyond the guard: only the watch can wake the trigger in time
     trigger = CommittedTxidTrigger(
         zookeeper_conn_id=conn_id, topology=zk_store.paths.topology, txid=1, poll_interval=3600
     )
-    committer = threading.Timer(1.0, zk_store.commit, args=(1,))
+    committer = threading.Timer(1.0, zk_store.commits.commit, args=(1,))
     committer.start()
     try:
         payload = asyncio.run(first_event(trigger, guard_s=60))
@@ -52,8 +52,8 @@ def test_commit_trigger_fires_at_once_when_already_committed(
     host, _, port = zk_config.hosts.partition(":")
     conn_id = airflow_conn(conn_type="trident_zookeeper", host=host, port=int(port),
                            extra={"root": zk_config.root})  # fmt: skip
-    zk_store.allocate_txid()
-    zk_store.commit(1)
+    zk_store.runs.allocate_txid()
+    zk_store.commits.commit(1)
     trigger = CommittedTxidTrigger(
         zookeeper_conn_id=conn_id, topology=zk_store.paths.topology, txid=1, poll_interval=3600
     )
@@ -74,7 +74,7 @@ def test_commit_trigger_gives_up_when_the_awaited_txids_run_failed(
     host, _, port = zk_config.hosts.partition(":")
     conn_id = airflow_conn(conn_type="trident_zookeeper", host=host, port=int(port),
                            extra={"root": zk_config.root})  # fmt: skip
-    zk_store.bind_run("r1")
+    zk_store.runs.bind_run("r1")
     asked: list[list[str]] = []
 
     def failed(dag_id: str, runs: list[str]) -> dict[str, str | None]:

@@ -60,7 +60,7 @@ def run_tasks(steps: BatchSteps, run_id: str, conf: dict[str, Any] | None = None
     began = begin(steps, run_id, conf)
     txid = int(began["txid"])
     xcoms: list[tuple[str, Any]] = [("batch.begin", began)]
-    if steps.store.committed_txid() >= txid:  # the process task's skip of a committed txid
+    if steps.store.commits.committed_txid() >= txid:  # the process task's skip of a committed txid
         xcoms.append(("batch.process", {"txid": txid, "skipped": "already committed"}))
     else:
         xcoms.append(("batch.process", processed_summary(steps.process_local(txid))))
@@ -120,7 +120,7 @@ def test_a_replay_names_the_attempt_that_committed_its_txid_everywhere(
         "run manual__replay replays txid 1 · attempt 1, committed: nothing to process, "
         "state unchanged"
     ]
-    assert steps.store.attempt(1) == TransactionAttempt(1, 2)
+    assert steps.store.attempts.attempt(1) == TransactionAttempt(1, 2)
     assert xcoms[0][1]["attempt_id"] == 1
     found = run_attempt(xcoms)
     assert found == (1, 1)

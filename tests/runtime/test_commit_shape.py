@@ -296,7 +296,7 @@ def test_a_txid_keeps_its_shape_on_replay(
     with pytest.raises(TridentError, match="died after its table commit"):
         run.commit(2, mode, txid)
     half = run.settled_words()
-    assert stores.committed_txid() == 2
+    assert stores.commits.committed_txid() == 2
     assert half != st.expected_words(2)
     # Then txid 3 replayed in 3 partitions is refused before anything is written
     run.process(3, runtime, txid)
@@ -307,7 +307,7 @@ def test_a_txid_keeps_its_shape_on_replay(
     with pytest.raises(StateError, match=r"first commit started with 2 partitions placed by"):
         run.commit(2, mode, txid)
     assert run.words() == half
-    assert stores.committed_txid() == 2
+    assert stores.commits.committed_txid() == 2
     # And replayed as it was first, it commits every word of it once
     run.process(2, runtime, txid)
     assert run.commit(2, mode, txid)["applied"]
@@ -333,7 +333,7 @@ def test_a_txid_first_committed_before_shapes_were_recorded_commits(
     run = Run("iceberg", f"sqlite:///{tmp_path}/state.db", stores, tmp_path / "staging", None)
     txid = int(run.steps[2].begin("r1")["txid"])
     run.process(2, "local", txid)
-    assert not stores.mark_commit_started(txid)
+    assert not stores.attempts.mark_commit_started(txid)
     # When it commits / Then it is applied (nothing to compare with)
     assert run.commit(2, "local", txid)["applied"]
     assert run.words() == st.expected_words(1)
@@ -346,4 +346,4 @@ def test_the_shape_is_recorded_when_the_commit_starts(
     txid = int(run.steps[2].begin("r1")["txid"])
     run.process(2, "local", txid)
     run.commit(2, "local", txid)
-    assert stores.commit_shape(txid) == {"events": {"partitions": 2, "hash": "local"}}
+    assert stores.attempts.commit_shape(txid) == {"events": {"partitions": 2, "hash": "local"}}

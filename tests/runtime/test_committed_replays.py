@@ -53,7 +53,7 @@ def test_commit_of_a_committed_txid_whose_attempt_was_rotated_away_is_a_no_op(
     # Given a cleared old run re-begun, and a live batch's success rotating its attempt away
     steps.begin("r1")
     steps.success(5)
-    assert zk_store.attempt(1) is None
+    assert zk_store.attempts.attempt(1) is None
     # When its commit runs, Then it is a no-op (not "txid 1 was never begun")
     assert steps.commit(1)["applied"] is False
 
@@ -75,6 +75,6 @@ def test_a_commit_that_died_after_the_compare_and_set_gets_its_ledger_row_on_ret
         mp.setattr(ledger, "record", crash)
         with pytest.raises(RuntimeError, match="killed"):
             steps.commit(txid)
-    assert zk_store.committed_txid() == 2
+    assert zk_store.commits.committed_txid() == 2
     assert steps.commit(txid)["applied"] is False  # the retry
     assert [r["txid"] for r in ledger.rows(zk_store.paths.topology)] == [1, 2]

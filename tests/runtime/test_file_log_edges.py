@@ -223,7 +223,7 @@ def test_a_partition_away_for_some_batches_resumes_where_it_left(
             # nothing is committed, with a clear error; the txid is retried later
             with pytest.raises(SpoutUnavailableError, match=r"root .*does not exist"):
                 batch(steps, process)
-            assert steps.store.committed_txid() == 1
+            assert steps.store.commits.committed_txid() == 1
         else:
             land(log, "a", f"{i}.jsonl", [json.dumps({"s": f"a{i} x"})])
             batch(steps, process)
@@ -259,7 +259,7 @@ def test_a_missing_root_is_a_clear_error_and_commits_nothing(
         steps.is_ready()
     with pytest.raises(SpoutUnavailableError, match=r"does not exist.*Hint"):
         batch(steps, process)
-    assert steps.store.committed_txid() == 0
+    assert steps.store.commits.committed_txid() == 0
     # and once it exists, the pending txid takes its files
     land(root, "a", "0.jsonl", [json.dumps({"s": "late"})])
     assert steps.is_ready() is True

@@ -69,7 +69,7 @@ def test_processed_on_spark_committed_in_the_worker(
         sink.arm(when)
         with pytest.raises(StateError, match=f"{when} its Iceberg commit"):
             steps.commit(txid)
-        assert store.committed_txid() == txid - 1
+        assert store.commits.committed_txid() == txid - 1
         assert steps.commit(txid)["applied"]
     # And the newest and an older txid are replayed on Spark, then committed again
     for txid in (3, 1):
@@ -97,7 +97,7 @@ def test_committed_by_spark_tasks(spark: Any, tmp_path: Path) -> None:
     plan = steps.plan(txid)
     applier = SparkBatchApplier(spark, REFERENCE, steps.staging, lambda t: {}, binding)
     applier.apply_staged(plan, steps.staging.verified_manifest(plan.attempt, plan.metas))
-    assert store.committed_txid() == 2
+    assert store.commits.committed_txid() == 2
     assert commit_on_spark(steps, spark, REFERENCE, txid, 0.0)["applied"]
     # And committed txids 1..3 are backfilled (processed and committed again on Spark)
     for t in (1, 2, 3):

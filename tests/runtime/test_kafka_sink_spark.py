@@ -68,7 +68,7 @@ def test_committed_by_spark_tasks_each_record_once(
         plan = steps.plan(txid)
         applier = SparkBatchApplier(spark, REFERENCE, steps.staging, lambda t: {}, binding)
         applier.apply_staged(plan, steps.staging.verified_manifest(plan.attempt, plan.metas))
-        assert store.committed_txid() == 2
+        assert store.commits.committed_txid() == 2
         assert commit_on_spark(steps, spark, REFERENCE, txid, 0.0)["applied"]
         # And committed txids 1..3 are processed and committed again on Spark (a backfill)
         for t in (1, 2, 3):

@@ -355,7 +355,7 @@ def test_failing_function_fails_the_batch_naming_step_txid_record() -> None:
     runner = LocalRunner(t)
     with pytest.raises(BatchFailedError, match=r"step 'explode' .* txid 1 .*'bob', 4.*not allowed"):
         runner.run_batch(run_id="r1")
-    assert runner.store.committed_txid() == 0
+    assert runner.store.commits.committed_txid() == 0
     assert runner.state("boom").multi_get([("ann",)]) == [None]
 
 

@@ -149,7 +149,7 @@ def test_states_fed_by_new_values_are_written(
             nv.TOTALS.arm("after")
             with pytest.raises(StateStoreUnavailableError, match="after its Iceberg commit"):
                 commit(steps, mode, spark, txid)
-            assert steps.store.committed_txid() == 1
+            assert steps.store.commits.committed_txid() == 1
         assert commit(steps, mode, spark, txid)["applied"]
         expected = nv.expected_totals(batch)
         assert totals_table(steps) == expected

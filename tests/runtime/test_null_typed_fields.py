@@ -127,7 +127,7 @@ def test_a_first_batch_without_a_field_commits_and_the_field_comes_later(
     land("b", "0.jsonl", [{"word": "c", "n": 3}])
     # Then txid 1 commits (the tables are made without the column)
     assert batch(steps, mode, spark)["applied"]
-    assert steps.store.committed_txid() == 1
+    assert steps.store.commits.committed_txid() == 1
     # When a later batch types it (in one partition; the other still has none)
     land("a", "1.jsonl", [{"word": "d", "n": 4, "lang": "en"}])
     land("b", "1.jsonl", [{"word": "e", "n": 5}])

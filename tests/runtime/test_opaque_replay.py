@@ -118,7 +118,7 @@ def replay_reading_less(
     process(steps, N)
     plan = steps.plan(N)
     steps.apply_staged(plan, steps.staging.verified_manifest(plan.attempt, plan.metas))
-    assert steps.store.committed_txid() == 1
+    assert steps.store.commits.committed_txid() == 1
     assert {"plum", "kiwi"} <= set(stored())  # p03's keys of txid N are in the state
     # When p03 becomes unreadable, and txid N is processed again and committed
     spout.set_unreadable("p03")

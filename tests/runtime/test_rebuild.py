@@ -86,7 +86,7 @@ def live(
         steps.process_local(txid)
         steps.commit(txid)
         steps.success(txid)
-    assert zk_store.get_meta("lines", 1) is None  # rotated away: only the ledger has txid 1
+    assert zk_store.metas.get_meta("lines", 1) is None  # rotated away: only the ledger has txid 1
     assert read(v1, "counts", sorted(words_in(BATCHES))) == words_in(BATCHES)
     return url, ledger, opaque
 
@@ -98,7 +98,7 @@ def test_rebuild_fills_a_new_state_as_if_it_had_always_existed(
     v2 = topology(zk_store.paths.topology, url, opaque=opaque, with_letters=True)
     letters = sorted({w[0] for w in words_in(BATCHES)})
     counts_before = read(v2, "counts", sorted(words_in(BATCHES)))
-    committed_before = zk_store.committed_txid()
+    committed_before = zk_store.commits.committed_txid()
 
     summaries = rebuild_states(v2, ledger, 1, BATCHES, states=["letters"])
 
@@ -109,7 +109,7 @@ def test_rebuild_fills_a_new_state_as_if_it_had_always_existed(
     assert read(v2, "letters", letters) == expected
     # the other state and the coordinator are untouched
     assert read(v2, "counts", sorted(words_in(BATCHES))) == counts_before
-    assert zk_store.committed_txid() == committed_before
+    assert zk_store.commits.committed_txid() == committed_before
     # and a second rebuild of the same range changes nothing
     assert rebuild_states(v2, ledger, 1, BATCHES, states=["letters"]) == []
     assert read(v2, "letters", letters) == expected

@@ -83,7 +83,7 @@ def test_a_failed_batch_is_retried_by_the_next_call_without_a_run_id(runner: Loc
     # Then txid 2 is retried (not a new txid refused behind it), and the rest follows
     assert (retried.txid, retried.committed) == (2, True)
     assert [r.txid for r in runner.run(1)] == [3]
-    assert runner.store.committed_txid() == 3
+    assert runner.store.commits.committed_txid() == 3
     assert counts(runner) == dict(TOTAL)
 
 
@@ -99,7 +99,7 @@ def test_replay_of_an_unallocated_txid_is_refused(runner: LocalRunner) -> None:
     runner.run(1)
     with pytest.raises(Exception, match="txid 5"):
         runner.replay(5)
-    assert runner.store.current_txid() == 1
+    assert runner.store.runs.current_txid() == 1
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -182,7 +182,7 @@ def test_in_process_batches_number_attempts_as_the_dag_tasks_do(
     rows = {way: [(r["txid"], r["attempt_id"]) for r in ledger.rows(name)]
             for way, name in names.items()}  # fmt: skip
     assert rows["in_process"] == rows["tasks"] == [(1, 1), (2, attempts["tasks"][1])]
-    assert [stores[w].attempt(2) for w in names] == [
+    assert [stores[w].attempts.attempt(2) for w in names] == [
         TransactionAttempt(2, attempts["tasks"][1]),
         TransactionAttempt(2, attempts["tasks"][1]),
     ]

@@ -104,7 +104,7 @@ def test_three_batches_committed_on_spark_count_every_word_once(
         txid = process(steps, spark, f"r{i}")
         summary = commit_on_spark(steps, spark, REFERENCE, txid, 0.0)
         assert summary["applied"] is True
-        assert steps.store.committed_txid() == txid
+        assert steps.store.commits.committed_txid() == txid
         assert counts(steps) == ct.expected_counts(i)
         # the task's report, written next to the staged batch
         assert steps.staging.read_commit_summary(txid)["keys_written"] == summary["keys_written"]
@@ -137,19 +137,19 @@ def test_a_failed_partition_leaves_txid_uncommitted_and_the_retry_counts_once(
     with pytest.raises(StateStoreUnavailableError, match="partition 1 is unreachable"):
         commit_on_spark(steps, spark, REFERENCE, txid, 0.0)
     assert not ct.FAIL_MARKER.exists()  # the failure really happened in a Spark task
-    assert steps.store.committed_txid() == 0
+    assert steps.store.commits.committed_txid() == 0
     partial = stored(steps)
     assert partial, "the other partitions committed before the job failed"
     assert len(partial) < len(ct.expected_counts(1))
     # the retry applies the missing partition; the applied ones skip by their stored txid
     assert commit_on_spark(steps, spark, REFERENCE, txid, 0.0)["applied"] is True
     assert counts(steps) == ct.expected_counts(1)
-    assert steps.store.committed_txid() == 1
+    assert steps.store.commits.committed_txid() == 1
 
 
 def test_spark_commit_refuses_a_truncated_staged_file(steps: BatchSteps, spark: Any) -> None:
     txid = process(steps, spark, "r1")
-    attempt = steps.store.attempt(txid)
+    attempt = steps.store.attempts.attempt(txid)
     assert attempt is not None
     manifest = steps.staging.read_manifest(attempt)
     victim = next(f for f in manifest["states"]["counts"]["files"] if f["rows"] > 1)
@@ -157,7 +157,7 @@ def test_spark_commit_refuses_a_truncated_staged_file(steps: BatchSteps, spark: 
     pq.write_table(table.slice(0, table.num_rows - 1), victim["path"])
     with pytest.raises(BatchIncompleteError, match="the manifest lists"):
         commit_on_spark(steps, spark, REFERENCE, txid, 0.0)
-    assert steps.store.committed_txid() == 0
+    assert steps.store.commits.committed_txid() == 0
 
 
 def test_spark_commit_out_of_order_writes_nothing(steps: BatchSteps, spark: Any) -> None:
@@ -195,7 +195,7 @@ def test_a_stale_opaque_batch_is_reprocessed_on_spark_before_its_spark_commit(
     del os.environ["TRIDENT_UNREADABLE_PARTITIONS"]
     process_on_spark(steps, spark, first, 0.0)
     commit_on_spark(steps, spark, OPAQUE, first, 0.0)
-    attempt_before = steps.store.attempt(second)
+    attempt_before = steps.store.attempts.attempt(second)
     assert attempt_before is not None
     # txid 2 started p1 where txid 1's *old* batch ended: stale; the Spark commit job
     # re-processes it on Spark (a new attempt) and commits the right batch
@@ -220,7 +220,7 @@ def test_spark_commit_reverts_keys_an_earlier_attempt_wrote_and_the_replay_does_
     manifest = process_on_spark(steps, spark, txid, 0.0)
     plan = steps.plan(txid)
     steps.apply_staged(plan, manifest)  # attempt 1 wrote state ... and died
-    assert steps.store.committed_txid() == 0
+    assert steps.store.commits.committed_txid() == 0
     os.environ["TRIDENT_UNREADABLE_PARTITIONS"] = "p1"
     process_on_spark(steps, spark, txid, 0.0)  # the replay reads less
     assert commit_on_spark(steps, spark, OPAQUE, txid, 0.0)["applied"] is True

@@ -80,7 +80,7 @@ def test_an_empty_batch_stages_no_rows_and_commits(
     # Then no row is listed, and the commit still advances the txid
     assert sum(f["rows"] for f in manifest["states"]["counts"]["files"]) == 0
     assert steps.commit(txid)["applied"] is True
-    assert steps.store.committed_txid() == txid
+    assert steps.store.commits.committed_txid() == txid
 
 
 def _staged(manifest: dict[str, Any], state: str = "counts") -> list[str]:

@@ -52,7 +52,7 @@ def steps(zk_store: CoordinatorStore, tmp_path: Path, pg_url: str) -> Iterator[B
     for i in (4, 5, 6, 7):
         steps.begin(f"run_{i}")
     steps.process_local(4)
-    zk_store.mark_commit_started(4)  # what a commit does first; then its worker died
+    zk_store.attempts.mark_commit_started(4)  # what a commit does first; then its worker died
     steps.process_local(5)
     steps.new_attempt(6)
     yield steps
@@ -163,7 +163,7 @@ def test_runs_bound_before_the_txid_index_existed_are_found_by_their_bindings(
 ) -> None:
     # Given txid 5's binding without its entry in the txid -> runs index (an older binding)
     zk_store.client.delete(zk_store.paths.txid_runs(5), recursive=True)
-    assert zk_store.runs_of_txid(5) == []
+    assert zk_store.runs.runs_of_txid(5) == []
     # When the status is collected, Then its run is still named, from the bindings
     status = StatusCollector(zk_store).collect()
     assert {b.txid: b.run_id for b in status.in_flight}[5] == "run_5"

@@ -110,7 +110,7 @@ def test_commit_refuses_a_staged_file_with_missing_rows(steps: BatchSteps) -> No
     with pytest.raises(BatchIncompleteError, match=r"holds \d+ rows, the manifest lists \d+"):
         steps.commit(txid)
     assert counts(steps) == {}
-    assert steps.store.committed_txid() == 0
+    assert steps.store.commits.committed_txid() == 0
 
 
 def test_commit_out_of_order_waits_for_previous(steps: BatchSteps) -> None:
@@ -122,7 +122,7 @@ def test_commit_out_of_order_waits_for_previous(steps: BatchSteps) -> None:
         steps.commit(second)
     steps.commit(first)
     steps.commit(second)
-    assert steps.store.committed_txid() == 2
+    assert steps.store.commits.committed_txid() == 2
 
 
 def test_success_rotates_staging(steps: BatchSteps) -> None:

@@ -84,7 +84,7 @@ def test_windows_across_failed_and_replayed_batches_equal_the_reference(
     # direct re-processing of a committed txid in between
     for _ in range(36):
         action = rnd.choice(["ok", "fault", "fault", "fault", "replay", "reprocess"])
-        last = runner.store.committed_txid()
+        last = runner.store.commits.committed_txid()
         if action == "fault":
             injector.arm(rnd.choice(FAULTS), at=rnd.randint(1, 2))
             try:
@@ -114,7 +114,7 @@ def test_windows_across_failed_and_replayed_batches_equal_the_reference(
             assert store.held() == held
         else:
             runner.run_batch()
-    while runner.store.committed_txid() < 11:  # 9 batches hold the data; then empty ones
+    while runner.store.commits.committed_txid() < 11:  # 9 batches hold the data; then empty ones
         runner.run_batch()
 
     # Then every window fired exactly once, with exactly its tuples
@@ -129,7 +129,7 @@ def test_windows_across_failed_and_replayed_batches_equal_the_reference(
     for key, attempts in retried.items():
         assert all(a == attempts[0] for a in attempts), key
     # and the store holds the last txid's results only, and at most a window of tuples
-    last = runner.store.committed_txid()
+    last = runner.store.commits.committed_txid()
     assert {txid for _, txid in store.pending()} <= {last}
     for part in store.held().values():
         if config.by_count:

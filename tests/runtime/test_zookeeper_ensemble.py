@@ -77,19 +77,21 @@ def test_batches_go_on_exactly_when_the_connected_zookeeper_server_is_killed_and
             worker = threading.Thread(target=run_all, args=(steps, errors), daemon=True)
             worker.start()
             # When the server the client is connected to is killed mid-run, then restarted
-            wait_until(lambda: store.committed_txid() >= 3, "txid 3")
+            wait_until(lambda: store.commits.committed_txid() >= 3, "txid 3")
             victim = ensemble.connected_node()
             assert victim.client_connections() >= 1  # the server our client uses
             victim.kill()
-            killed_at = store.committed_txid()
-            wait_until(lambda: store.committed_txid() >= killed_at + 5, "batches after the kill")
+            killed_at = store.commits.committed_txid()
+            wait_until(
+                lambda: store.commits.committed_txid() >= killed_at + 5, "batches after the kill"
+            )
             victim.start()
             ensemble.wait_for_quorum()
             worker.join(timeout=120)
             # Then every batch committed once, with the ensemble back at three servers
             assert not worker.is_alive()
             assert killed_at < BATCHES, "the kill came after the last batch"
-            assert store.committed_txid() == BATCHES, errors
+            assert store.commits.committed_txid() == BATCHES, errors
             assert sorted(n.mode or "" for n in ensemble.nodes) == ["follower", "follower",
                                                                     "leader"]  # fmt: skip
             ledger = CommitLedger(url).rows(unique_name)

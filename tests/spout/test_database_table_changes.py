@@ -97,7 +97,7 @@ def fail_after_state(steps: BatchSteps, process: Process) -> int:
     process(steps, txid)
     plan = steps.plan(txid)
     steps.apply_staged(plan, steps.staging.verified_manifest(plan.attempt, plan.metas))
-    assert steps.store.committed_txid() == 0
+    assert steps.store.commits.committed_txid() == 0
     return txid
 
 
@@ -118,7 +118,7 @@ def transactional_replay_after_an_update(
     # Then the retry fails naming the range, and nothing is committed
     with pytest.raises(SpoutEmitError, match=rf"'{table}' partition 'all': the rows of range"):
         process(steps, txid)
-    assert steps.store.committed_txid() == 0
+    assert steps.store.commits.committed_txid() == 0
     # And once the row is restored, the retry commits the 4 rows once
     execute(url, f"UPDATE {table} SET word = 'b' WHERE id = 2")
     commit(steps, process, txid)
@@ -205,7 +205,7 @@ def transactional_replay_after_an_insert_or_delete(
     now = 4 if change == "insert" else 2
     with pytest.raises(SpoutEmitError, match=COUNT_CHANGED.format(table=table, now=now)):
         process(steps, txid)
-    assert steps.store.committed_txid() == 0
+    assert steps.store.commits.committed_txid() == 0
 
 
 @pytest.mark.parametrize("change", ["insert", "delete"])

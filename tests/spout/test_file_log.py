@@ -108,7 +108,7 @@ def test_a_malformed_record_fails_the_batch_naming_file_and_line(tmp_path: Path)
     # When the batch runs: it fails naming the file and the line, and nothing is committed
     with pytest.raises(MalformedRecordError, match=f"{path} line 2: .*dead_letter"):
         steps.run_batch()
-    assert steps.store.committed_txid() == 0
+    assert steps.store.commits.committed_txid() == 0
     assert counts(steps, ["ok", "b"]) == {}
 
 

@@ -400,7 +400,7 @@ def test_a_named_topic_not_on_the_cluster_fails_the_begin_with_the_name_and_a_hi
         assert f"topic {typo!r} not on the cluster" in said
         assert topic in said  # the topic with a similar name
         assert "nothing is committed" in said
-    assert steps.store.committed_txid() == 0
+    assert steps.store.commits.committed_txid() == 0
 
 
 def test_a_pattern_matching_no_topic_waits_and_says_so(kafka_bootstrap: str) -> None:

@@ -179,7 +179,7 @@ def test_a_group_with_an_active_member_fails_the_offset_commit_not_the_batch(
         with caplog.at_level(logging.WARNING, logger="airflow_trident.spout.kafka_offsets"):
             report = run.run_batch()
         # Then the batch committed and counted, the offset commit only warned (group, servers)
-        assert run.store.committed_txid() == report.txid == 1
+        assert run.store.commits.committed_txid() == report.txid == 1
         assert run.state("counts").multi_get([("w0",), ("w1",), ("w2",)]) == [2, 2, 2]
         warned = [r.getMessage() for r in caplog.records if "consumer group" in r.getMessage()]
         assert len(warned) == 1, caplog.text
@@ -209,7 +209,7 @@ def test_an_old_txids_success_never_moves_the_group_backwards(
     run.steps.success(1)
     # And even when the spout is told directly that txid 1 (ends 2) committed
     executor: Any = run.steps.coordinator.spouts["events"]
-    ends = executor.batch_partitions(1, run.store.get_meta("events", 1))
+    ends = executor.batch_partitions(1, run.store.metas.get_meta("events", 1))
     assert sorted(meta["next"] for meta in ends.values()) == [2, 2]
     spout.batch_committed(f"old_{topic}", "events", 1, ends)
     # Then the group keeps the newest batch's ends

@@ -95,7 +95,7 @@ def test_retry_clear_and_backfill_twice_in_process_on_zookeeper_and_postgresql(
         produce(10)
         with pytest.raises(BatchFailedError):
             runner.run_batch()
-        assert store.committed_txid() == 0
+        assert store.commits.committed_txid() == 0
         report = runner.run_batch()
         # Then it is txid 1 again and counts its records once
         assert (report.txid, report.committed, report.records_in) == (1, True, 10)

@@ -144,7 +144,7 @@ def test_replayed_and_half_committed_txids_leave_every_word_once(tmp_path: Path)
     steps.process_local(txid)
     plan = steps.plan(txid)
     steps.apply_staged(plan, steps.staging.verified_manifest(plan.attempt, plan.metas))
-    assert store.committed_txid() == 2
+    assert store.commits.committed_txid() == 2
     # When txid 3 is processed and committed again, committed txid 1 is replayed, and the
     # batches run to the end of the data
     steps.process_local(txid)

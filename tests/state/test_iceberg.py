@@ -402,7 +402,7 @@ def test_batches_that_fail_retry_replay_and_backfill_leave_every_word_once(
     sink.arm("after")
     with pytest.raises(StateError, match="after its Iceberg commit"):
         steps.commit(txid)
-    assert store.committed_txid() == 2
+    assert store.commits.committed_txid() == 2
     assert steps.commit(txid)["applied"]
     steps.success(txid)
     # And the newest txid and an older one are replayed, and committed txids 1..3 backfilled

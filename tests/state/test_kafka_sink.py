@@ -305,7 +305,7 @@ def test_a_commit_that_fails_at_any_point_then_retries_writes_each_record_once(
     sink.point = point
     with pytest.raises(Crash):
         steps.commit(txid)
-    assert zk_store.committed_txid() == 1
+    assert zk_store.commits.committed_txid() == 1
     # Then the retry commits it, and later batches, replays and a backfill add nothing twice
     assert steps.commit(txid)["applied"]
     steps.success(txid)
@@ -346,7 +346,7 @@ def test_a_worker_killed_at_any_point_of_the_commit_then_retried_writes_each_rec
         txid=txid,
         point=point,
     )
-    assert zk_store.committed_txid() == 1
+    assert zk_store.commits.committed_txid() == 1
     # Then the retry here commits it (fencing the dead worker's producer, aborting what it
     # left open, or recognising what it committed), and each record is read once
     assert steps.commit(txid)["applied"]
@@ -374,17 +374,17 @@ def test_a_compare_and_set_lost_after_every_kafka_commit_writes_nothing_twice(
     run_batch(steps, "r1")
     txid = int(steps.begin("r2")["txid"])
     steps.process_local(txid)
-    cas = zk_store.commit
+    cas = zk_store.commits.commit
 
     def lost(*args: Any, **kwargs: Any) -> Any:
-        monkeypatch.setattr(zk_store, "commit", cas)
+        monkeypatch.setattr(zk_store.commits, "commit", cas)
         msg = "injected: the ZooKeeper session expired before the compare-and-set"
         raise StateStoreUnavailableError(msg)
 
-    monkeypatch.setattr(zk_store, "commit", lost)
+    monkeypatch.setattr(zk_store.commits, "commit", lost)
     with pytest.raises(StateStoreUnavailableError):
         steps.commit(txid)
-    assert zk_store.committed_txid() == 1
+    assert zk_store.commits.committed_txid() == 1
     # When it is retried, then each record is read once
     assert steps.commit(txid)["applied"]
     steps.success(txid)

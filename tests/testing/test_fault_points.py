@@ -28,10 +28,10 @@ def test_an_armed_fault_fires_once_at_its_nth_hit() -> None:
     injector.arm("store.*", at=3, label="third")
 
     # When store calls are made (each call is a .before and an .after hit)
-    store.current_txid()  # hits 1 and 2
+    store.runs.current_txid()  # hits 1 and 2
     with pytest.raises(InjectedFault, match=r"store\.bind_run\.before"):
-        store.bind_run("r1")  # hit 3: before the call, so nothing is bound
-    txid = store.bind_run("r1")
+        store.runs.bind_run("r1")  # hit 3: before the call, so nothing is bound
+    txid = store.runs.bind_run("r1")
 
     # Then it fired once, before the binding, and the retry bound txid 1
     assert injector.fired == {"third": 1}
@@ -43,17 +43,42 @@ def test_a_fault_after_the_compare_and_set_leaves_the_txid_committed() -> None:
     # Given a store whose commit fails right after the compare-and-set
     injector = FaultInjector()
     store = FaultyStore(MemoryCoordinatorStore("fp_after"), injector)
-    store.bind_run("r1")
+    store.runs.bind_run("r1")
     injector.arm("store.commit.after")
 
     # When txid 1 is committed
     with pytest.raises(InjectedFault):
-        store.commit(1, token="a")
+        store.commits.commit(1, token="a")
 
     # Then it is committed, and a second committer is refused
-    assert store.committed_txid() == 1
+    assert store.commits.committed_txid() == 1
     with pytest.raises(CommitConflictError):
-        store.commit(1, token="b")
+        store.commits.commit(1, token="b")
+
+
+def test_the_parts_calls_are_the_store_points_of_before_and_flat_names_still_hit_them() -> None:
+    # Given a faulty store
+    injector = FaultInjector()
+    store = FaultyStore(MemoryCoordinatorStore("fp_parts"), injector)
+
+    # When each part is called, and a flat name of before
+    store.runs.bind_run("r1")
+    store.runs.runs_of_txid(1)  # never a fault point
+    store.attempts.next_attempt(1)
+    store.metas.put_meta("s", 1, {"n": 1})
+    with pytest.warns(DeprecationWarning, match=r"store\.commits\.commit\(\)"):
+        store.commit(1)
+    store.cleanup_before(1)
+
+    # Then the points are named as before, by the method
+    assert sorted({p.rsplit(".", 1)[0] for p in injector.hits}) == [
+        "store.bind_run",
+        "store.cleanup_before",
+        "store.commit",
+        "store.next_attempt",
+        "store.put_meta",
+    ]
+    assert store.commits.committed_txid() == 1
 
 
 def test_a_state_fault_runs_its_action_and_hidden_methods_are_not_seen() -> None:
