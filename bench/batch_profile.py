@@ -110,7 +110,7 @@ def one_batch(steps: Any, url: str, run_id: str, timer: Timer, kept: Any = None)
     with remote_session(url) if kept is None else contextlib.nullcontext(kept) as spark:
         timer.spent["session open"] += time.perf_counter() - opened
         with timer.phase("new attempt + emit"):
-            plan = steps.new_attempt(txid)
+            plan = steps.begins.new_attempt(txid)
             sources = steps.emit(plan)
         processor = SparkBatchProcessor(steps.topology, states=steps.states)
         with timer.phase("plan on Spark (no job)"):

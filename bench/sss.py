@@ -134,7 +134,7 @@ class Ours:
         # the topology's shared session, as the Connect tasks attach to it
         with remote_session(self.url, share=connect_share_key(steps)) as spark:
             lap("session open")
-            plan = steps.new_attempt(txid)
+            plan = steps.begins.new_attempt(txid)
             sources = steps.emit(plan)
             lap("attempt+emit")
             processor = SparkBatchProcessor(steps.topology, states=steps.states)

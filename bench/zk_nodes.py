@@ -62,7 +62,7 @@ def steps_for(store: CoordinatorStore, batches: int, keep_txids: int, keep_runs:
         memory_state(f"{t.name}_n", "transactional"), Count(), ["n"], name="n"
     )
     steps = BatchSteps(t, store, keep_txids=keep_txids)
-    steps.coordinator.keep_runs = keep_runs
+    steps.ctx.coordinator.keep_runs = keep_runs
     return steps
 
 

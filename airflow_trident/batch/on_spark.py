@@ -22,7 +22,7 @@ from airflow_trident.runtime.staging import StagingArea
 if TYPE_CHECKING:
     from airflow_trident.runtime.spark import SparkProcessResult
 
-__all__ = ["commit_on_spark", "process_on_spark", "stage_frames"]
+__all__ = ["SparkStager", "commit_on_spark", "process_on_spark", "stage_frames"]
 
 log = logging.getLogger("airflow_trident.spark_job")
 
@@ -143,6 +143,35 @@ def _uri(staging: StagingArea, path: str) -> str:
     return f"file://{path}"
 
 
+class SparkStager:
+    """The plan run on ``spark`` by :class:`~airflow_trident.runtime.spark.SparkBatchProcessor`,
+    its results staged by Spark's writer (:func:`stage_frames`): the process phase's
+    :class:`~airflow_trident.batch.process.Stager` on Spark."""
+
+    def __init__(
+        self,
+        steps: BatchSteps,
+        spark: Any,
+        *,
+        read_here_bytes: int | None = None,
+        read_here_records: int | None = None,
+        inline: bool | None = None,
+    ) -> None:
+        from airflow_trident.runtime.spark import SparkBatchProcessor
+
+        self.steps = steps
+        self.spark = spark
+        self.processor = SparkBatchProcessor(
+            steps.topology, states=steps.states, read_here_bytes=read_here_bytes,
+            read_here_records=read_here_records, inline=inline,
+        )  # fmt: skip
+
+    def stage(self, plan: BatchPlan, sources: dict[str, dict[str, list[Any]]]) -> dict[str, Any]:
+        """Process on Spark and stage (see :class:`~airflow_trident.batch.process.Stager`)."""
+        with self.processor.process(self.spark, plan.txid, sources) as result:
+            return stage_frames(self.steps.staging, plan, result)
+
+
 def process_on_spark(
     steps: BatchSteps,
     spark: Any,
@@ -156,24 +185,11 @@ def process_on_spark(
     """Emit batch ``txid`` (a new attempt), run its plan on ``spark`` and stage it; return the
     manifest. ``read_here_bytes``, ``read_here_records``, ``inline``: see
     :class:`~airflow_trident.runtime.spark.SparkBatchProcessor` (``None``: its default)."""
-    from airflow_trident.runtime.spark import SparkBatchProcessor
-
-    plan = steps.new_attempt(txid)
-    log.info("txid %d attempt %d: emitting", plan.txid, plan.attempt.attempt_id)
-    sources = steps.emit(plan, wait_s=emit_wait)
-    processor = SparkBatchProcessor(
-        steps.topology, states=steps.states, read_here_bytes=read_here_bytes,
-        read_here_records=read_here_records, inline=inline,
+    stager = SparkStager(
+        steps, spark, read_here_bytes=read_here_bytes, read_here_records=read_here_records,
+        inline=inline,
     )  # fmt: skip
-    with processor.process(spark, plan.txid, sources) as result:
-        manifest = stage_frames(steps.staging, plan, result)
-    log.info(
-        "txid %d attempt %d staged: %s",
-        plan.txid,
-        plan.attempt.attempt_id,
-        {n: sum(f["rows"] for f in s["files"]) for n, s in manifest["states"].items()},
-    )
-    return manifest
+    return steps.processing.run(txid, stager, wait_s=emit_wait)
 
 
 def commit_on_spark(

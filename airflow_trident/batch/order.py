@@ -214,12 +214,12 @@ def wait_for_emit_order(
     Raises :class:`~airflow_trident.errors.BatchStalledError` at once when txid-1's runs
     cannot make progress (:class:`StallWatch`, from their ``states``).
     """
-    if steps.emit_ready(txid):
+    if steps.processing.emit_ready(txid):
         return timeout_s
     start = time.monotonic()
     log.info("txid %d waits for txid %d to be emitted first", txid, txid - 1)
     wait_watching(
-        lambda: bool(steps.emit_ready(txid)),
+        lambda: bool(steps.processing.emit_ready(txid)),
         StallWatch(dag_id, txid, "emit", run_id=run_id),
         lambda: list(steps.store.runs.runs_of_txid(txid - 1)),
         timeout_s=timeout_s,

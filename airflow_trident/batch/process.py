@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import Any, Protocol
 
 from airflow_trident.batch.begin import Begin
 from airflow_trident.batch.context import BatchContext, Row
@@ -18,7 +18,7 @@ from airflow_trident.errors import BatchNotReadyError
 from airflow_trident.runtime.result import ProcessResult
 from airflow_trident.spout.executor import EmitsInTxidOrder
 
-__all__ = ["Process", "processed_line", "processed_summary"]
+__all__ = ["LocalStager", "Process", "Stager", "processed_line", "processed_summary"]
 
 log = logging.getLogger(__name__)
 
@@ -76,27 +76,56 @@ class Process:
                 )
                 raise BatchNotReadyError(msg)
 
+    def run(self, txid: int, stager: Stager, *, wait_s: float = 0.0) -> dict[str, Any]:
+        """The process phase, the one way every route runs it: a new attempt of ``txid``, its
+        emit, then ``stager`` runs the plan and stages the results (in this process, or on
+        Spark); the manifest."""
+        plan = self.begin.new_attempt(txid)
+        log.info("txid %d attempt %d: emitting", plan.txid, plan.attempt.attempt_id)
+        manifest = stager.stage(plan, self.emit(plan, wait_s=wait_s))
+        log.info(
+            "txid %d attempt %d staged: %s",
+            plan.txid,
+            plan.attempt.attempt_id,
+            {n: sum(f["rows"] for f in s["files"]) for n, s in manifest["states"].items()},
+        )
+        return manifest
+
     def process_in_memory(
         self, txid: int, *, wait_s: float = 0.0
     ) -> tuple[BatchPlan, ProcessResult]:
-        """Emit (a new attempt) and process batch ``txid`` in-process; nothing is staged."""
+        """Emit (a new attempt) and process batch ``txid`` in-process; nothing is staged (an
+        in-process batch commits from memory)."""
         plan = self.begin.new_attempt(txid)
         sources = self.emit(plan, wait_s=wait_s)
         return plan, self.ctx.processor.process(txid, sources)
 
     def process_local(self, txid: int, *, wait_s: float = 0.0) -> dict[str, Any]:
-        """Emit (a new attempt), process in-process and stage batch ``txid``; return the
-        manifest."""
-        plan, result = self.process_in_memory(txid, wait_s=wait_s)
-        manifest = self.ctx.staging.write(plan.attempt, result, plan.metas)
-        log.info(
-            "txid %d attempt %d processed: %d records in, staged %s",
-            txid,
-            plan.attempt.attempt_id,
-            result.records_in,
-            {n: s.rows for n, s in result.staged.items()},
-        )
-        return manifest
+        """Emit (a new attempt), process in-process and stage batch ``txid``; the manifest."""
+        return self.run(txid, LocalStager(self.ctx), wait_s=wait_s)
+
+
+class Stager(Protocol):
+    """Runs a batch's plan over its emitted tuples and stages the results: in this process
+    (:class:`LocalStager`) or on Spark (:class:`~airflow_trident.batch.on_spark.SparkStager`)."""
+
+    def stage(self, plan: BatchPlan, sources: dict[str, dict[str, list[Row]]]) -> dict[str, Any]:
+        """Process ``plan``'s emitted ``sources`` and stage the results; the manifest."""
+        ...
+
+
+class LocalStager:
+    """The plan run by the in-process interpreter, the results staged by pyarrow."""
+
+    def __init__(self, ctx: BatchContext) -> None:
+        self.ctx = ctx
+
+    def stage(self, plan: BatchPlan, sources: dict[str, dict[str, list[Row]]]) -> dict[str, Any]:
+        """Process here and stage (see :class:`Stager`)."""
+        result = self.ctx.processor.process(plan.txid, sources)
+        log.info("txid %d attempt %d processed: %d records in", plan.txid,
+                 plan.attempt.attempt_id, result.records_in)  # fmt: skip
+        return self.ctx.staging.write(plan.attempt, result, plan.metas)
 
 
 def processed_summary(manifest: dict[str, Any]) -> dict[str, Any]:

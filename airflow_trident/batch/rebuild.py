@@ -104,10 +104,12 @@ def rebuild_states(
         chosen_staged = {name: result.staged[name] for name in pending if name in result.staged}
         # only the first txid of a (resumed) rebuild can hold an interrupted run's writes
         revert = txid == start
-        new_values = steps.apply_result(txid, chosen_staged, revert=revert)
+        new_values = steps.commits.apply_result(txid, chosen_staged, revert=revert)
         keys = {name: s.rows for name, s in chosen_staged.items()}
         keys.update(
-            steps.apply_commit_phase(txid, new_values, revert=revert, only=frozenset(pending))
+            steps.commits.apply_commit_phase(
+                txid, new_values, revert=revert, only=frozenset(pending)
+            )
         )
         for name in pending:
             ledger.record_rebuilt(topology.name, name, txid)
@@ -132,7 +134,7 @@ def _archive(ledger: CommitLedger, topology: str, txid: int) -> dict[str, Any]:
 def _replay(steps: BatchSteps, txid: int, archive: dict[str, Any]) -> ProcessResult:
     """Re-emit archived batch ``txid`` from in-memory spout state and process it in-process."""
     archived = archive["spouts"]
-    spouts = steps.coordinator.spouts
+    spouts = steps.ctx.coordinator.spouts
     missing = [name for name in spouts if name not in archived]
     if missing:
         msg = (
@@ -145,7 +147,7 @@ def _replay(steps: BatchSteps, txid: int, archive: dict[str, Any]) -> ProcessRes
         if isinstance(spout, PartitionedBatches):
             spout.restore_batch(txid, archived[name].get("partitions", {}))
     plan = BatchPlan(TransactionAttempt(txid, 0), {name: archived[name]["meta"] for name in spouts})
-    return steps.processor.process(txid, steps.emit(plan))
+    return steps.ctx.processor.process(txid, steps.emit(plan))
 
 
 def _refuse_windows(topology: TridentTopology, chosen: list[str]) -> None:

@@ -9,12 +9,14 @@ coordinator store and in the staging area, so steps can run in different process
 retried alone:
 
 The phases are small objects of their own, composed here over one shared
-:class:`~airflow_trident.batch.context.BatchContext` (no inheritance between them):
-:class:`~airflow_trident.batch.begin.Begin`, :class:`~airflow_trident.batch.process.Process`,
-:class:`~airflow_trident.batch.commit.Commit`; this module adds success, where a retried task
-resumes (:meth:`BatchSteps.resume_point`) and whole in-process batches. How a phase reaches
-Spark (in the worker, on Connect, by ``spark-submit``) is a route:
-:mod:`airflow_trident.batch.routes`.
+:class:`~airflow_trident.batch.context.BatchContext` (no inheritance between them) and handed
+out as parts: ``steps.begins`` (:class:`~airflow_trident.batch.begin.Begin`),
+``steps.processing`` (:class:`~airflow_trident.batch.process.Process`), ``steps.commits``
+(:class:`~airflow_trident.batch.commit.Commit`), ``steps.ctx``; this class keeps the entry
+points, adds success and whole in-process batches (:meth:`BatchSteps.run_batch`, ordered by the
+lifecycle driver, :mod:`airflow_trident.batch.driver`, which also decides where a retried task
+resumes). How a phase reaches Spark (in the worker, on Connect, by ``spark-submit``) is a
+route: :mod:`airflow_trident.batch.routes`.
 
 * :meth:`BatchSteps.begin` binds the run to a txid and stores the batch metadata;
 * :meth:`BatchSteps.emit` / :meth:`BatchSteps.process_local` emit the batch (a new attempt) and
@@ -50,6 +52,7 @@ False
 from __future__ import annotations
 
 import logging
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -58,14 +61,13 @@ from airflow_trident.attempt import TransactionAttempt
 from airflow_trident.batch.begin import Begin
 from airflow_trident.batch.commit import Commit, MemoryBatch, StagedBatchApplier
 from airflow_trident.batch.context import BatchContext, Row, topology_spouts
+from airflow_trident.batch.driver import BatchRun, Done, Handler, drive, resume_point
 from airflow_trident.batch.ledger import CommitLedger
 from airflow_trident.batch.process import Process
-from airflow_trident.coordination.coordinator import BatchPlan, TransactionalCoordinator
+from airflow_trident.coordination.coordinator import BatchPlan
 from airflow_trident.coordination.protocol import CoordinatorStoreProtocol
 from airflow_trident.errors import BatchIncompleteError
-from airflow_trident.runtime.commit import StateCommitter
-from airflow_trident.runtime.local import LocalBatchProcessor
-from airflow_trident.runtime.result import Partitions, StagedState
+from airflow_trident.runtime.result import Partitions
 from airflow_trident.runtime.staging import StagingArea
 from airflow_trident.spout.lag import Lag
 from airflow_trident.state.binding import StateBinding
@@ -104,36 +106,34 @@ class BatchSteps:
         self.ctx = BatchContext(
             topology, store, staging, keep_txids=keep_txids, ledger=ledger, states=states
         )
+        #: the phases, handed out as parts: ``steps.begins.new_attempt(txid)``,
+        #: ``steps.processing.run(txid, stager)``, ``steps.commits.apply_result(...)``
         self.begins = Begin(self.ctx)
         self.processing = Process(self.ctx, self.begins)
         self.commits = Commit(self.ctx, self.begins, self.processing)
+        #: what the phases share (also on :attr:`ctx`: the coordinator, the committer, the
+        #: in-process interpreter)
+        self.topology: TridentTopology = topology
+        self.store: CoordinatorStoreProtocol = store
+        self.ledger: CommitLedger | None = ledger
+        self.states: StateBinding = self.ctx.states
 
-    # -- what the phases share -------------------------------------------------------------------
-
-    @property
-    def topology(self) -> TridentTopology:
-        """The topology."""
-        return self.ctx.topology
-
-    @property
-    def store(self) -> CoordinatorStoreProtocol:
-        """Its coordinator store."""
-        return self.ctx.store
+    def __getattr__(self, name: str) -> Any:
+        part = _MOVED.get(name)
+        if part is None or name.startswith("__"):
+            msg = f"{type(self).__name__!r} object has no attribute {name!r}"
+            raise AttributeError(msg)
+        warnings.warn(
+            f"BatchSteps.{name} moved to BatchSteps.{part}.{name} (goes away in 0.2.0)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(getattr(self, part), name)
 
     @property
     def staging(self) -> StagingArea:
         """Its staging area (see :attr:`BatchContext.staging`)."""
         return self.ctx.staging
-
-    @property
-    def ledger(self) -> CommitLedger | None:
-        """Its commit ledger, if any."""
-        return self.ctx.ledger
-
-    @property
-    def states(self) -> StateBinding:
-        """The run's state database."""
-        return self.ctx.states
 
     @property
     def keep_txids(self) -> int:
@@ -144,26 +144,11 @@ class BatchSteps:
     def keep_txids(self, value: int) -> None:
         self.ctx.keep_txids = value
 
-    @property
-    def coordinator(self) -> TransactionalCoordinator:
-        """The spouts' coordinator."""
-        return self.ctx.coordinator
-
-    @property
-    def committer(self) -> StateCommitter:
-        """Applies staged rows to the states."""
-        return self.ctx.committer
-
-    @property
-    def processor(self) -> LocalBatchProcessor:
-        """The in-process interpreter of the plan."""
-        return self.ctx.processor
-
     def query_state(self, name: str) -> Any:
         """The committed state ``name`` in the run's state database (for reading)."""
         return self.ctx.query_state(name)
 
-    # -- begin -----------------------------------------------------------------------------------
+    # -- the phases' entry points (the rest: ``begins``, ``processing``, ``commits``) -------------
 
     def is_ready(self) -> bool:
         """Whether every spout is ready for the next batch."""
@@ -177,32 +162,10 @@ class BatchSteps:
         """The current attempt and metadata of ``txid`` (``BatchIncompleteError``: never begun)."""
         return self.begins.plan(txid)
 
-    def new_attempt(self, txid: int) -> BatchPlan:
-        """Start a new attempt of ``txid``."""
-        return self.begins.new_attempt(txid)
-
-    def pending_txid(self) -> int | None:
-        """The oldest txid begun and not committed, if any."""
-        return self.begins.pending_txid()
-
-    def committed_attempt(self, txid: int) -> int | None:
-        """The attempt the commit of ``txid`` applied (the ledger's), if known."""
-        return self.begins.committed_attempt(txid)
-
-    # -- process ---------------------------------------------------------------------------------
-
     def emit(self, plan: BatchPlan, *, wait_s: float = 0.0) -> dict[str, dict[str, list[Row]]]:
         """Emit every spout's tuples of ``plan``, by source step and partition (``wait_s``: how
         long a transactional partitioned spout waits for txid-1's emit)."""
         return self.processing.emit(plan, wait_s=wait_s)
-
-    def emit_ready(self, txid: int) -> bool:
-        """Whether ``txid`` may be emitted now."""
-        return self.processing.emit_ready(txid)
-
-    def process_in_memory(self, txid: int, *, wait_s: float = 0.0) -> Any:
-        """Emit (a new attempt) and process ``txid`` here; nothing is staged."""
-        return self.processing.process_in_memory(txid, wait_s=wait_s)
 
     def process_local(self, txid: int, *, wait_s: float = 0.0) -> dict[str, Any]:
         """Emit (a new attempt), process here and stage ``txid``; its manifest."""
@@ -254,42 +217,11 @@ class BatchSteps:
         """Apply every staged partition here (no compare-and-set of the committed txid)."""
         return self.commits.apply_staged(plan, manifest, revert=revert)
 
-    def apply_result(
-        self,
-        txid: int,
-        staged: Mapping[str, StagedState],
-        *,
-        only: frozenset[str] | None = None,
-        revert: bool = True,
-    ) -> dict[str, Partitions]:
-        """Apply ``staged`` rows of ``txid`` to the states (no compare-and-set)."""
-        return self.commits.apply_result(txid, staged, only=only, revert=revert)
-
-    def apply_commit_phase(
-        self,
-        txid: int,
-        new_values: Mapping[str, Partitions],
-        *,
-        revert: bool = True,
-        only: frozenset[str] | None = None,
-    ) -> dict[str, int]:
-        """Apply the states fed by new values (see :meth:`Commit.apply_commit_phase
-        <airflow_trident.batch.commit.Commit.apply_commit_phase>`); rows applied per state."""
-        return self.commits.apply_commit_phase(txid, new_values, revert=revert, only=only)
-
-    def archived_batch(self, plan: BatchPlan) -> dict[str, Any]:
-        """What replays batch ``plan.txid`` later (kept in the ledger)."""
-        return self.commits.archived_batch(plan)
-
-    def reprocess(self, txid: int) -> Mapping[str, Any]:
-        """Process ``txid`` again here (a new attempt) and stage it; its manifest."""
-        return self.commits.reprocess(txid)
-
     # -- success and resumption ------------------------------------------------------------------
 
     def success(self, txid: int) -> dict[str, Any]:
         """Tell the spouts ``txid`` committed; rotate old metadata and staging away."""
-        removed = self.coordinator.success(txid)
+        removed = self.ctx.coordinator.success(txid)
         staged = 0
         if self.ctx.has_staging:
             staged = self.staging.remove_before(txid - self.keep_txids + 1)
@@ -299,22 +231,21 @@ class BatchSteps:
         """Spout -> source partition -> its lag once ``txid`` committed (the status table's
         lag; empty unless ``txid`` is the newest committed txid): the success step's lag
         gauges (:func:`~airflow_trident.operators.metrics.emit_lag`)."""
-        return self.coordinator.committed_lag(txid)
+        return self.ctx.coordinator.committed_lag(txid)
+
+    def bound_txid(self, run_id: str) -> int | None:
+        """The txid bound to ``run_id``, ``None`` if the run has none yet."""
+        return self.store.runs.txid_for_run(run_id)
 
     def resume_point(self, run_id: str, conf_txid: int | None) -> tuple[str, int | None]:
-        """Where a retried task of run ``run_id`` that does the whole batch starts:
-        ``("begin", None)`` for a run bound to no txid (or replaying another one), else
-        ``(step, txid)`` with ``step`` ``"begin"`` (nothing of the bound txid's current attempt
-        is staged: begin again and process), ``"commit"`` (its current attempt is staged, not
-        committed) or ``"success"`` (committed)."""
-        txid = self.store.runs.txid_for_run(run_id)
-        if txid is None or (conf_txid is not None and conf_txid != txid):
-            return "begin", None
-        if self.is_committed(txid):
-            return "success", txid
-        if self.is_staged(txid):
-            return "commit", txid
-        return "begin", txid
+        """Deprecated: :func:`airflow_trident.batch.driver.resume_point` (goes away in 0.2.0)."""
+        warnings.warn(
+            "BatchSteps.resume_point moved to airflow_trident.batch.driver.resume_point",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        resume = resume_point(self, run_id, conf_txid)
+        return resume.step, resume.txid
 
     # -- a whole batch, in-process ---------------------------------------------------------------
 
@@ -327,35 +258,73 @@ class BatchSteps:
         If a step fails, the txid stays uncommitted and the next call retries it.
         """
         if run_id is None and txid is None:
-            txid = self.pending_txid()
+            txid = self.begins.pending_txid()
             if txid is not None:
                 log.info("topology %s: retrying txid %d", self.topology.name, txid)
-        txid = int(self.begin(run_id, txid)["txid"])
-        if self.is_committed(txid):
+        run = BatchRun(txid=txid)
+        drive(IN_PROCESS, self._in_process(run_id), run)
+        report: BatchReport = run.summary["report"]
+        return report
+
+    def _in_process(self, run_id: str | None) -> dict[str, Handler]:
+        """The handlers of a whole batch in this process (:meth:`run_batch`): committed from
+        memory, nothing staged."""
+
+        def begin(run: BatchRun) -> Done | None:
+            run.txid = txid = int(self.begin(run_id, run.txid)["txid"])
+            if not self.is_committed(txid):
+                return None
             plan = self.plan(txid)
             log.info("topology %s: txid %d already committed", self.topology.name, txid)
-            return BatchReport(txid, plan.attempt.attempt_id, 0, {}, committed=False)
-        # every processing is a new attempt (1 is the first), as the DAG's process task starts
-        plan = self.new_attempt(txid)
-        result = self.processor.process(txid, self.emit(plan))
-        batch = MemoryBatch(self.commits, result)
-        summary = self.commits.commit_plan(plan, batch.manifest(), batch, reprocess_stale=True)
-        self.success(txid)
-        result = batch.result
-        log.info(
-            "topology %s: txid %d done (%d records in)",
-            self.topology.name,
-            txid,
-            result.records_in,
-        )
-        return BatchReport(
-            txid,
-            int(summary["attempt_id"]),
-            result.records_in,
-            {n: s.rows for n, s in result.staged.items()},
-            bool(summary["applied"]),
-        )
+            run.summary["report"] = BatchReport(txid, plan.attempt.attempt_id, 0, {}, False)
+            return Done(f"txid {txid} is committed")
+
+        def process(run: BatchRun) -> None:
+            # every processing is a new attempt (1 is the first), as the DAG's process task's
+            plan, result = self.processing.process_in_memory(_known(run))
+            run.summary["plan"], run.summary["batch"] = plan, MemoryBatch(self.commits, result)
+
+        def commit(run: BatchRun) -> None:
+            batch: MemoryBatch = run.summary["batch"]
+            run.summary["committed"] = self.commits.commit_plan(
+                run.summary["plan"], batch.manifest(), batch, reprocess_stale=True
+            )
+
+        def success(run: BatchRun) -> None:
+            txid = _known(run)
+            self.success(txid)
+            result = run.summary["batch"].result
+            log.info("topology %s: txid %d done (%d records in)", self.topology.name, txid,
+                     result.records_in)  # fmt: skip
+            run.summary["report"] = BatchReport(
+                txid,
+                int(run.summary["committed"]["attempt_id"]),
+                result.records_in,
+                {n: s.rows for n, s in result.staged.items()},
+                bool(run.summary["committed"]["applied"]),
+            )
+
+        return {"begin": begin, "process": process, "commit": commit, "success": success}
 
     def replay(self, txid: int) -> BatchReport:
         """Run allocated txid ``txid`` again (a committed one changes nothing)."""
         return self.run_batch(txid=txid)
+
+
+def _known(run: BatchRun) -> int:
+    assert run.txid is not None  # the begin step set it
+    return run.txid
+
+
+IN_PROCESS = ("begin", "process", "commit", "success")
+"""The steps of a whole batch in this process (its spouts' readiness is the caller's)."""
+
+_MOVED = {
+    **dict.fromkeys(("new_attempt", "pending_txid", "committed_attempt"), "begins"),
+    **dict.fromkeys(("emit_ready", "process_in_memory"), "processing"),
+    **dict.fromkeys(
+        ("apply_result", "apply_commit_phase", "archived_batch", "reprocess"), "commits"
+    ),
+    **dict.fromkeys(("coordinator", "committer", "processor"), "ctx"),
+}
+"""Deprecated names of :class:`BatchSteps` (until 0.2.0) -> the part that has them now."""

@@ -181,7 +181,7 @@ def test_the_transactional_spout_waits_for_a_dead_broker_and_retries_its_batch(
     # txid 2 begun anyway fails and commits nothing
     with pytest.raises(SpoutUnavailableError, match="does not answer"):
         steps.run_batch()
-    assert (steps.pending_txid(), steps.is_committed(2)) == (2, False)
+    assert (steps.begins.pending_txid(), steps.is_committed(2)) == (2, False)
     assert counts(steps, outage) == outage.counted((1, every))
     # 1 more record in each readable partition while the broker is down
     outage.produce(3, outage.readable, 1)

@@ -117,7 +117,7 @@ def test_znodes_stop_growing_once_txids_pass_the_keep_bounds(zk_store: Coordinat
         memory_state(f"{t.name}_n", "transactional"), Count(), ["n"], name="n"
     )
     steps = BatchSteps(t, zk_store, keep_txids=4)
-    steps.coordinator.keep_runs = 8
+    steps.ctx.coordinator.keep_runs = 8
     # When 10 batches run, then 50 more
     for i in range(1, 11):
         steps.run_batch(f"scheduled__{i}")

@@ -571,7 +571,7 @@ class KafkaChaos:
             # reverts the opaque keys this attempt wrote and the retry does not)
             revert = self.steps.commits.start_commit(txid, manifest)
             staged = self.steps.staging.read_states(manifest)
-            self.steps.apply_result(txid, staged, only=frozenset(STATES), revert=revert)
+            self.steps.commits.apply_result(txid, staged, only=frozenset(STATES), revert=revert)
         else:
             self.steps.apply_staged(plan, manifest)
         self.report.faults["fail_after_state"] += 1

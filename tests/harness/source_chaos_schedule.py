@@ -813,7 +813,7 @@ class _Chaos:
         for name in staged:
             before = self._held(name)
             try:
-                self.steps.apply_result(txid, staged, only=frozenset({name}), revert=False)
+                self.steps.commits.apply_result(txid, staged, only=frozenset({name}), revert=False)
                 outcome = "same"
             except TridentError as exc:
                 self.report.refused[type(exc).__name__] += 1

@@ -135,7 +135,7 @@ def test_the_readiness_handle_builds_no_committer_nor_interpreter(
         pytest.raises(AssertionError, match="built the batch lifecycle"),
         deployment.hook().batch_steps(deployment.reference, staging_root="/tmp/x") as steps,
     ):
-        assert steps.committer is not None
+        assert steps.ctx.committer is not None
 
 
 def test_the_readiness_trigger_polls_on_one_session_without_a_lifecycle(

@@ -94,7 +94,7 @@ def word_count(
 
 def batch(steps: BatchSteps, process: Process) -> dict[str, Any]:
     """One batch (or the retry of the pending one) begun, processed, committed, succeeded."""
-    txid = int(steps.begin(None, steps.pending_txid())["txid"])
+    txid = int(steps.begin(None, steps.begins.pending_txid())["txid"])
     process(steps, txid)
     summary = steps.commit(txid)
     steps.success(txid)
@@ -308,7 +308,7 @@ def test_an_inferred_schema_evolves_additively_and_a_replay_reads_with_its_old_s
     }  # fmt: skip
     # When txid 1 is replayed after the evolution: it reads with the schema it had
     assert batch(steps, process)["txid"] == 4  # nothing new: an empty txid 4
-    replay = steps.emit(steps.new_attempt(1))["lines"]["a"]
+    replay = steps.emit(steps.begins.new_attempt(1))["lines"]["a"]
     assert list(replay) == [("x", 1, None)]
     assert replay.ranges[0].read_spec().schema == (("s", "string"), ("n", "bigint"),
                                                    ("m", "null"))  # fmt: skip

@@ -96,7 +96,7 @@ def land(partition: str, name: str, records: list[dict[str, Any]]) -> None:
 
 
 def batch(steps: BatchSteps, mode: str, spark: Any, txid: int | None = None) -> dict[str, Any]:
-    txid = int(steps.begin(None, txid if txid is not None else steps.pending_txid())["txid"])
+    txid = int(steps.begin(None, txid if txid is not None else steps.begins.pending_txid())["txid"])
     if mode == "local":
         steps.process_local(txid)
     else:

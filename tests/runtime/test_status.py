@@ -54,7 +54,7 @@ def steps(zk_store: CoordinatorStore, tmp_path: Path, pg_url: str) -> Iterator[B
     steps.process_local(4)
     zk_store.attempts.mark_commit_started(4)  # what a commit does first; then its worker died
     steps.process_local(5)
-    steps.new_attempt(6)
+    steps.begins.new_attempt(6)
     yield steps
     with sa.create_engine(pg_url).begin() as conn:
         conn.execute(sa.text(f'DROP TABLE IF EXISTS "{zk_store.paths.topology}"'))

@@ -53,7 +53,7 @@ def steps(zk_store: CoordinatorStore, tmp_path: Path) -> BatchSteps:
 
 
 def counts(steps: BatchSteps) -> dict[str, int]:
-    state = steps.committer.topology.nodes[steps.topology.states["counts"]].factory.make_state()  # type: ignore[attr-defined]
+    state = steps.ctx.committer.topology.nodes[steps.topology.states["counts"]].factory.make_state()  # type: ignore[attr-defined]
     values = state.multi_get([(w,) for w in TOTAL])
     return {w: v for w, v in zip(TOTAL, values, strict=True) if v is not None}
 

@@ -103,7 +103,7 @@ def test_windows_across_failed_and_replayed_batches_equal_the_reference(
                 wt.Recorder.paused = True
                 try:
                     steps = runner.steps
-                    result = steps.processor.process(txid, steps.emit(steps.plan(txid)))
+                    result = steps.ctx.processor.process(txid, steps.emit(steps.plan(txid)))
                 finally:
                     wt.Recorder.paused = False
                 for p, emitted in enumerate(result.staged["win"].partitions):

@@ -208,7 +208,7 @@ def test_an_old_txids_success_never_moves_the_group_backwards(
     assert not run.replay(1).committed
     run.steps.success(1)
     # And even when the spout is told directly that txid 1 (ends 2) committed
-    executor: Any = run.steps.coordinator.spouts["events"]
+    executor: Any = run.steps.ctx.coordinator.spouts["events"]
     ends = executor.batch_partitions(1, run.store.metas.get_meta("events", 1))
     assert sorted(meta["next"] for meta in ends.values()) == [2, 2]
     spout.batch_committed(f"old_{topic}", "events", 1, ends)
