@@ -6,6 +6,9 @@ order and every other step may overlap with other runs' (``max_active_batches``)
 readiness and begins, ``commit`` does the success step too — two task processes and two
 scheduling hand-offs fewer per batch, for short batch intervals (``docs/performance.md``).
 ``layout="express"`` (Spark Connect processing) runs the whole batch in one task, ``run``.
+A layout is a row of :data:`airflow_trident.batch.layouts.LAYOUTS` (its tasks and the slice of
+steps each runs): :func:`trident_batch` builds one task per row, each by the builder of its
+task type, and chains them in order.
 
 Examples
 --------
@@ -31,11 +34,15 @@ or a batch inside a larger DAG::
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from airflow.sdk import DAG, BaseOperator, TaskGroup
 
+from airflow_trident.batch import layouts
+from airflow_trident.batch.layouts import LayoutTask, layout_named
 from airflow_trident.batch.routes import COMMIT_MODES
 from airflow_trident.errors import ConfigurationError
 from airflow_trident.hooks import config
@@ -63,7 +70,8 @@ __all__ = [
 ]
 
 PROCESS_MODES = ("submit", "connect")
-LAYOUTS = ("standard", "compact", "express")
+LAYOUTS = tuple(layouts.LAYOUTS)
+"""The layouts' names (each a row of :data:`airflow_trident.batch.layouts.LAYOUTS`)."""
 ON_DATA = "on_data"
 """``trident_dag(..., schedule=ON_DATA)``: a run starts when data for a new batch lands."""
 
@@ -187,16 +195,18 @@ def trident_batch(
     check_dag_arguments(
         {k: v for k, v in locals().items() if k != "topology"}, where="trident_batch"
     )
-    if layout not in LAYOUTS:
+    try:
+        shape = layout_named(layout)
+    except ValueError:
         msg = (
             f"layout {layout!r} is not one of {', '.join(LAYOUTS)}: 'standard' has a task per "
             f"step, 'compact' joins readiness with begin and success with commit, 'express' "
             f"runs the whole batch in one task"
         )
-        raise ConfigurationError(msg)
-    if layout == "express" and process_mode != "connect":
+        raise ConfigurationError(msg) from None
+    if shape.needs_connect and process_mode != "connect":
         msg = (
-            f"layout 'express' runs the whole batch in one task, which needs a Spark Connect "
+            f"layout {layout!r} runs the whole batch in one task, which needs a Spark Connect "
             f"server: process_mode is {process_mode!r}; hint: pass process_mode='connect' and "
             f"spark_connect_conn_id, or use layout='compact'"
         )
@@ -216,81 +226,143 @@ def trident_batch(
         raise ConfigurationError(msg)
     name = load_topology(topology).name
     group_id = group_id or name
-    root = staging_root  # None: each task reads [trident] staging_root when it runs
-    common: dict[str, Any] = {
-        "topology": topology,
-        "staging_root": root,
-        "zookeeper_conn_id": zookeeper_conn_id,
-    }
-    begin_id = f"{group_id}.begin"
+    batch = _Batch(
+        name=name,
+        # staging_root None: each task reads [trident] staging_root when it runs
+        common={"topology": topology, "staging_root": staging_root,
+                "zookeeper_conn_id": zookeeper_conn_id},
+        begin_task_id=f"{group_id}.{shape.carrier.task_id}",
+        state_conn_id=state_conn_id,
+        keep_txids=keep_txids,
+        deferrable=default_deferrable() if deferrable is None else deferrable,
+        ready_deferrable=default_deferrable() if ready_deferrable is None else ready_deferrable,
+        commit_mode=commit_mode,
+        spark_commit_min_rows=spark_commit_min_rows,
+        spark_conn_id=spark_conn_id,
+        spark_conf=spark_conf,
+        py_files=py_files,
+        process_mode=process_mode,
+        spark_connect_conn_id=spark_connect_conn_id,
+    )  # fmt: skip
     with TaskGroup(group_id=group_id, tooltip=f"one batch of topology {name}") as group:
-        compact = layout == "compact"
-        ready_deferrable = default_deferrable() if ready_deferrable is None else ready_deferrable
-        # inlets: a commit reads the committed state it extends, and declaring that asset lets
-        # the DAG processor register it; otherwise Airflow creates it at the first commit event
-        # (through the alias), and pipelined first commits race on that insert.
-        if layout == "express":
-            ExpressBatchOperator(
-                task_id="run", poke_interval=5, mode="reschedule", deferrable=ready_deferrable,
-                commit_deferrable=default_deferrable() if deferrable is None else deferrable,
-                state_conn_id=state_conn_id, keep_txids=keep_txids,
-                spark_connect_conn_id=spark_connect_conn_id, commit_mode=commit_mode,
-                spark_commit_min_rows=spark_commit_min_rows, doc_md=_DOCS["run_express"],
-                outlets=[commits_alias(name)], inlets=[committed_asset(name)], **common,
-            )  # fmt: skip
-            return group
-        begin: BaseOperator
-        if compact:
-            begin = BeginWhenReadySensor(
-                task_id="begin", poke_interval=5, mode="reschedule",
-                deferrable=ready_deferrable, state_conn_id=state_conn_id,
-                keep_txids=keep_txids, doc_md=_DOCS["begin_compact"], **common,
-            )  # fmt: skip
-        else:
-            ready = BatchReadySensor(
-                task_id="wait_ready", poke_interval=5, mode="reschedule",
-                doc_md=_DOCS["wait_ready"], deferrable=ready_deferrable, **common,
-            )  # fmt: skip
-            begin = BeginBatchOperator(
-                task_id="begin", state_conn_id=state_conn_id, keep_txids=keep_txids,
-                doc_md=_DOCS["begin"], **common,
-            )  # fmt: skip
-        process: BaseOperator
-        if process_mode == "connect":
-            process = ConnectProcessBatchOperator(
-                task_id="process", spark_connect_conn_id=spark_connect_conn_id,
-                state_conn_id=state_conn_id, begin_task_id=begin_id, doc_md=_DOCS["process"],
-                **common,
-            )  # fmt: skip
-        else:
-            # Imported here: the Spark provider's SparkSubmitOperator imports the Kubernetes
-            # clients (~0.9 s), which no task of a Connect-mode DAG needs when it parses its file.
-            from airflow_trident.operators.process import ProcessBatchOperator
-
-            process = ProcessBatchOperator(
-                task_id="process", spark_conn_id=spark_conn_id, state_conn_id=state_conn_id,
-                begin_task_id=begin_id, conf=spark_conf, py_files=py_files,
-                name=f"trident-{name}", doc_md=_DOCS["process"], **common,
-            )  # fmt: skip
-        commit = CommitBatchOperator(
-            task_id="commit", state_conn_id=state_conn_id, begin_task_id=begin_id,
-            deferrable=default_deferrable() if deferrable is None else deferrable,
-            keep_txids=keep_txids, doc_md=_DOCS["commit_compact" if compact else "commit"],
-            commit_mode=commit_mode, success_after=compact,
-            spark_conn_id=spark_conn_id, spark_conf=spark_conf,
-            py_files=py_files, spark_commit_min_rows=spark_commit_min_rows,
-            spark_connect_conn_id=spark_connect_conn_id if process_mode == "connect" else None,
-            outlets=[commits_alias(name)], inlets=[committed_asset(name)], **common,
-        )  # fmt: skip
-        if compact:
-            begin >> process >> commit
-        else:
-            success = BatchSuccessOperator(
-                task_id="success", state_conn_id=state_conn_id, begin_task_id=begin_id,
-                keep_txids=keep_txids, doc_md=_DOCS["success"], **common,
-            )  # fmt: skip
-            ready >> begin >> process >> commit >> success
+        previous: BaseOperator | None = None
+        for row in shape.tasks:
+            task = _BUILDERS[row.task_type](row, batch)
+            if previous is not None:
+                previous >> task
+            previous = task
     return group
+
+
+@dataclass(frozen=True)
+class _Batch:
+    """What :func:`trident_batch` hands each task's builder (its arguments, resolved)."""
+
+    name: str
+    common: dict[str, Any]
+    begin_task_id: str
+    state_conn_id: str | None
+    keep_txids: int
+    deferrable: bool
+    ready_deferrable: bool
+    commit_mode: str
+    spark_commit_min_rows: int
+    spark_conn_id: str
+    spark_conf: dict[str, Any] | None
+    py_files: str | None
+    process_mode: str
+    spark_connect_conn_id: str
+
+    def committing(self) -> dict[str, Any]:
+        """The arguments of a task that commits: its asset events. Inlets: a commit reads the
+        committed state it extends, and declaring that asset lets the DAG processor register
+        it; otherwise Airflow creates it at the first commit event (through the alias), and
+        pipelined first commits race on that insert."""
+        return {"outlets": [commits_alias(self.name)], "inlets": [committed_asset(self.name)]}
+
+
+def _ready(row: LayoutTask, b: _Batch) -> BaseOperator:
+    return BatchReadySensor(
+        task_id=row.task_id, poke_interval=5, mode="reschedule", doc_md=_DOCS["wait_ready"],
+        deferrable=b.ready_deferrable, **b.common,
+    )  # fmt: skip
+
+
+def _begin(row: LayoutTask, b: _Batch) -> BaseOperator:
+    return BeginBatchOperator(
+        task_id=row.task_id, state_conn_id=b.state_conn_id, keep_txids=b.keep_txids,
+        doc_md=_DOCS["begin"], **b.common,
+    )  # fmt: skip
+
+
+def _begin_when_ready(row: LayoutTask, b: _Batch) -> BaseOperator:
+    return BeginWhenReadySensor(
+        task_id=row.task_id, poke_interval=5, mode="reschedule", deferrable=b.ready_deferrable,
+        state_conn_id=b.state_conn_id, keep_txids=b.keep_txids, doc_md=_DOCS["begin_compact"],
+        **b.common,
+    )  # fmt: skip
+
+
+def _process(row: LayoutTask, b: _Batch) -> BaseOperator:
+    if b.process_mode == "connect":
+        return ConnectProcessBatchOperator(
+            task_id=row.task_id, spark_connect_conn_id=b.spark_connect_conn_id,
+            state_conn_id=b.state_conn_id, begin_task_id=b.begin_task_id,
+            doc_md=_DOCS["process"], **b.common,
+        )  # fmt: skip
+    # Imported here: the Spark provider's SparkSubmitOperator imports the Kubernetes clients
+    # (~0.9 s), which no task of a Connect-mode DAG needs when it parses its file.
+    from airflow_trident.operators.process import ProcessBatchOperator
+
+    return ProcessBatchOperator(
+        task_id=row.task_id, spark_conn_id=b.spark_conn_id, state_conn_id=b.state_conn_id,
+        begin_task_id=b.begin_task_id, conf=b.spark_conf, py_files=b.py_files,
+        name=f"trident-{b.name}", doc_md=_DOCS["process"], **b.common,
+    )  # fmt: skip
+
+
+def _commit(row: LayoutTask, b: _Batch) -> BaseOperator:
+    success_after = row.runs("success")  # the compact layout's commit does the success step too
+    return CommitBatchOperator(
+        task_id=row.task_id, state_conn_id=b.state_conn_id, begin_task_id=b.begin_task_id,
+        deferrable=b.deferrable, keep_txids=b.keep_txids,
+        doc_md=_DOCS["commit_compact" if success_after else "commit"],
+        commit_mode=b.commit_mode, success_after=success_after,
+        spark_conn_id=b.spark_conn_id, spark_conf=b.spark_conf,
+        py_files=b.py_files, spark_commit_min_rows=b.spark_commit_min_rows,
+        spark_connect_conn_id=b.spark_connect_conn_id if b.process_mode == "connect" else None,
+        **b.committing(), **b.common,
+    )  # fmt: skip
+
+
+def _success(row: LayoutTask, b: _Batch) -> BaseOperator:
+    return BatchSuccessOperator(
+        task_id=row.task_id, state_conn_id=b.state_conn_id, begin_task_id=b.begin_task_id,
+        keep_txids=b.keep_txids, doc_md=_DOCS["success"], **b.common,
+    )  # fmt: skip
+
+
+def _express(row: LayoutTask, b: _Batch) -> BaseOperator:
+    return ExpressBatchOperator(
+        task_id=row.task_id, poke_interval=5, mode="reschedule", deferrable=b.ready_deferrable,
+        commit_deferrable=b.deferrable, state_conn_id=b.state_conn_id, keep_txids=b.keep_txids,
+        spark_connect_conn_id=b.spark_connect_conn_id, commit_mode=b.commit_mode,
+        spark_commit_min_rows=b.spark_commit_min_rows, doc_md=_DOCS["run_express"],
+        **b.committing(), **b.common,
+    )  # fmt: skip
+
+
+_BUILDERS: dict[str, Callable[[LayoutTask, _Batch], BaseOperator]] = {
+    "BatchReadySensor": _ready,
+    "BeginBatchOperator": _begin,
+    "BeginWhenReadySensor": _begin_when_ready,
+    "ProcessBatchOperator": _process,  # or its Connect twin, by process_mode
+    "CommitBatchOperator": _commit,
+    "BatchSuccessOperator": _success,
+    "ExpressBatchOperator": _express,
+}
+"""How each task type of a layout (:attr:`LayoutTask.task_type
+<airflow_trident.batch.layouts.LayoutTask.task_type>`) is built from the batch's arguments."""
 
 
 def trident_dag(

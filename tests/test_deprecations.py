@@ -38,3 +38,28 @@ def test_task_side_names_moved_to_tasks_warn_and_are_the_same(
         assert getattr(importlib.import_module(old), name) is moved
     with pytest.raises(AttributeError, match="NoSuchName"):
         _ = importlib.import_module(old).NoSuchName
+
+
+@pytest.mark.parametrize(
+    ("old", "name", "new"),
+    [("airflow_trident.tasks.base", "TridentTask", "airflow_trident.tasks.batch_task.BatchTask"),
+     ("airflow_trident.operators.commit_turn", "CommitInTurn",
+      "airflow_trident.tasks.batch_task.BatchTask"),
+     ("airflow_trident.operators.lineage", "TridentLineageMixin",
+      "airflow_trident.operators.lineage.task_lineage"),
+     ("airflow_trident.tasks.begin", "BeginWhenReady",
+      "airflow_trident.sensors.begin.BeginWhenReadySensor"),
+     ("airflow_trident.tasks.readiness", "ReadinessWait",
+      "airflow_trident.tasks.readiness.BatchStepsSensor")],
+)  # fmt: skip
+def test_batch_task_mixins_are_no_bases_and_their_old_names_warn(
+    old: str, name: str, new: str
+) -> None:
+    # Given a mixin the batch tasks no longer inherit (issue 54: they hold a task object)
+    module, _, attribute = new.rpartition(".")
+    moved = getattr(importlib.import_module(module), attribute)
+    # When its old name is imported, Then it warns, naming the new place, and is that object
+    with pytest.warns(DeprecationWarning, match=rf"{old}\.{name} moved to {new}, goes away in"):
+        assert getattr(importlib.import_module(old), name) is moved
+    with pytest.raises(AttributeError, match="NoSuchName"):
+        _ = importlib.import_module(old).NoSuchName

@@ -10,7 +10,9 @@ database (the api-server needs no DAG files: those arguments are template fields
 serialized DAG keeps), else by parsing the DAG's file. The CLI's ``status``, ``backfill``,
 ``drpc`` and ``rebuild``, the status view and the DRPC endpoint all read a DAG through it.
 
-This module names the task types and never imports the operators (it sits below them).
+The begin task's class in each layout (its carrier, which carries those arguments) is the
+layouts' data (:data:`~airflow_trident.batch.layouts.CARRIER_TYPES`); this module never imports
+the operators (it sits below them).
 
 Examples
 --------
@@ -29,18 +31,17 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_trident.batch.layouts import CARRIER_TYPES, LAYOUTS
 from airflow_trident.errors import UnknownDagError
 
 __all__ = ["BEGIN_TASK_TYPES", "DagTopology", "dag_topology", "is_begin_task", "trident_dag_ids"]
 
 log = logging.getLogger(__name__)
 
-BEGIN_TASK_TYPES = {
-    "BeginBatchOperator": "standard",
-    "BeginWhenReadySensor": "compact",
-    "ExpressBatchOperator": "express",
-}
-"""The begin task's class in each layout of ``trident_dag``: it carries the batch's arguments."""
+BEGIN_TASK_TYPES: dict[str, str] = dict(CARRIER_TYPES)
+"""The begin task's class in each layout of ``trident_dag`` -> the layout's name: it carries
+the batch's arguments (:attr:`Layout.carrier <airflow_trident.batch.layouts.Layout.carrier>`).
+"""
 
 
 def _task_types(task: Any) -> set[str]:
@@ -71,13 +72,13 @@ class DagTopology:
     """``None`` when it is templated (known only in a task)."""
     layout: str = "standard"
     """``"standard"``, ``"compact"`` or ``"express"`` (which begin task the DAG has)."""
-    begin_task_id: str = "batch.begin"
+    begin_task_id: str = f"batch.{LAYOUTS['standard'].carrier.task_id}"
 
     @classmethod
     def of_task(cls, dag_id: str, task: Any) -> DagTopology:
         """From a begin task (parsed or serialized) of DAG ``dag_id``."""
         staging = str(task.staging_root) if task.staging_root else None
-        # the most derived type's layout first (an express task is a compact begin's subclass)
+        # the most derived type's layout first (a subclass of one carrier type is its layout's)
         names = [getattr(task, "task_type", None), *(c.__name__ for c in type(task).__mro__)]
         layouts = [BEGIN_TASK_TYPES[name] for name in names if name in BEGIN_TASK_TYPES]
         return cls(

@@ -1,23 +1,32 @@
-"""The begin, commit and success tasks of a batch (thin over :class:`BatchSteps`)."""
+"""The generic operator of a batch (:class:`BatchStepsOperator`: a slice of the batch's steps
+that does not start with readiness) and the begin, commit and success tasks, each it with its
+slice preset.
+
+The operator runs its slice through the driver (:func:`airflow_trident.batch.driver.drive`)
+with the handlers of its task object (:class:`~airflow_trident.tasks.batch_task.BatchTask`);
+a commit that must wait for txid-1 in the triggerer is a ``Defer`` value the operator turns into
+Airflow's deferral, resumed in ``execute_complete``.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
 from typing import Any
 
 from airflow.sdk import BaseOperator
 
+from airflow_trident.batch.driver import BatchRun
 from airflow_trident.batch.routes import COMMIT_MODES, CommitRoute
-from airflow_trident.batch.steps import BatchSteps
-from airflow_trident.operators.commit_turn import CommitInTurn
-from airflow_trident.operators.lineage import TridentLineageMixin
-from airflow_trident.operators.metrics import emit_lag
-from airflow_trident.tasks.base import TridentTask, default_deferrable, txid_of
+from airflow_trident.hooks import config
+from airflow_trident.operators.lineage import task_lineage
+from airflow_trident.operators.metrics import RECORDING
+from airflow_trident.tasks.base import default_deferrable, txid_of
+from airflow_trident.tasks.batch_task import BatchTask, Recording, TaskArguments
 from airflow_trident.tasks.begin import begin_batch, begun_line
 
 __all__ = [
     "COMMIT_MODES",
+    "BatchStepsOperator",
     "BatchSuccessOperator",
     "BeginBatchOperator",
     "CommitBatchOperator",
@@ -26,12 +35,27 @@ __all__ = [
 ]  # begin_batch and begun_line: airflow_trident.tasks.begin's, here for the begin task
 
 
-class _BatchOperator(TridentTask, BaseOperator):
-    """Arguments every batch task shares."""
+class BatchStepsOperator(BaseOperator):
+    """Runs the slice ``batch_slice`` of a batch's steps (a class's or an instance's preset:
+    begin; commit; success; commit and success; process on Spark Connect) through the driver,
+    with the handlers of its task object. XCom: the slice's summary (its first step's, with the
+    later steps' in it: :mod:`~airflow_trident.tasks.batch_task`).
+
+    :param topology: ``package.module:attribute`` of the topology (templated).
+    :param staging_root: where processed batches are staged (templated).
+    :param zookeeper_conn_id: the ``trident_zookeeper`` connection (templated).
+    :param state_conn_id: the state connection (templated; ``None``: the embedded default).
+    :param keep_txids: ZooKeeper keeps batch metadata for that many txids.
+    :param begin_task_id: the task whose XCom holds the run's txid (a slice without begin).
+    """
 
     template_fields: Sequence[str] = (
         "topology", "staging_root", "zookeeper_conn_id", "state_conn_id",
     )  # fmt: skip
+    batch_slice: tuple[str, ...] = ()
+    """The steps this task runs (a contiguous slice of the driver's, without readiness)."""
+    recording: Recording = RECORDING
+    _batch_task: BatchTask | None = None
 
     def __init__(
         self,
@@ -52,13 +76,55 @@ class _BatchOperator(TridentTask, BaseOperator):
         self.keep_txids = keep_txids
         self.begin_task_id = begin_task_id
 
-    def _steps(self) -> AbstractContextManager[BatchSteps]:
-        return self.trident_hook().batch_steps(
-            self.topology, staging_root=self.staging_root, keep_txids=self.keep_txids
+    def render_template_fields(self, context: Any, jinja_env: Any = None) -> None:
+        """Render the templated fields, then resolve a staging root the DAG did not give
+        (``[trident] staging_root``, ...: :func:`~airflow_trident.hooks.config.staging_root`):
+        here, in the task, never when the DAG file is parsed."""
+        super().render_template_fields(context, jinja_env)
+        self.staging_root = config.staging_root(self.staging_root)
+
+    def batch_task(self) -> BatchTask:
+        """This task's task object, for its rendered arguments (kept while they hold)."""
+        self._batch_task = BatchTask.for_arguments(
+            TaskArguments.of(self), log=self.log, recording=self.recording, held=self._batch_task
         )
+        return self._batch_task
+
+    def execute(self, context: Any) -> Any:
+        return self._drive(context)
+
+    def execute_complete(
+        self, context: Any, event: dict[str, Any] | None = None, step: str = "commit"
+    ) -> Any:
+        """Resume after the trigger saw txid-1 committed (or fail: txid-1 cannot commit)."""
+        self.batch_task().resumed(event)
+        return self._drive(context, start=step)
+
+    def _drive(self, context: Any, *, start: str | None = None) -> Any:
+        """Run the slice (from ``start``; default: its first step); defer when its commit must
+        wait in the triggerer. Its XCom."""
+        run = BatchRun()
+        if "begin" not in self.batch_slice:
+            run.txid = txid_of(context, self.begin_task_id)
+        task = self.batch_task()
+        with task.batch_steps() as steps:
+            wait = task.drive(context, steps, self.batch_slice, run, start=start)
+            topology_name = steps.topology.name
+        if wait is not None:
+            self.defer(
+                trigger=task.turn_trigger(context, topology_name, wait),
+                method_name="execute_complete",
+                kwargs={"step": wait.step},
+            )
+        return run.summary
+
+    def on_kill(self) -> None:
+        """Stop a running ``spark-submit`` commit (its applied partitions keep their txid)."""
+        if self._batch_task is not None:
+            self._batch_task.on_kill()
 
 
-class BeginBatchOperator(_BatchOperator):
+class BeginBatchOperator(BatchStepsOperator):
     """Trident's coordinator for this run: bind the run to its txid and store the batch metadata.
 
     The first run of a DAG run allocates the next txid; a retry or a cleared task re-binds the
@@ -73,6 +139,7 @@ class BeginBatchOperator(_BatchOperator):
     """
 
     ui_color = "#e8f4fd"
+    batch_slice = ("begin",)
 
     def __init__(self, **kwargs: Any) -> None:
         # Begins run in logical-date order, so txids follow it and the commits'
@@ -80,12 +147,8 @@ class BeginBatchOperator(_BatchOperator):
         kwargs.setdefault("depends_on_past", True)
         super().__init__(**kwargs)
 
-    def execute(self, context: Any) -> dict[str, Any]:
-        with self._steps() as steps:
-            return begin_batch(context, steps, self.log)
 
-
-class CommitBatchOperator(TridentLineageMixin, CommitInTurn, _BatchOperator):
+class CommitBatchOperator(BatchStepsOperator):
     """Apply the staged batch to state, strictly after txid-1 committed.
 
     ``depends_on_past`` (on by default) keeps Airflow's order, but it does not enforce
@@ -106,9 +169,9 @@ class CommitBatchOperator(TridentLineageMixin, CommitInTurn, _BatchOperator):
       ``spark-submit`` job through the Spark provider's hook;
     * ``"auto"`` — ``"spark"`` when the batch staged at least ``spark_commit_min_rows`` rows.
 
-    The wait and the route are every committing task's (:class:`~airflow_trident.operators.
-    commit_turn.CommitInTurn`, over :mod:`airflow_trident.batch.order` and
-    :mod:`airflow_trident.batch.routes`).
+    The wait and the route are every committing task's (its task object's,
+    :class:`~airflow_trident.tasks.batch_task.BatchTask`, over :mod:`airflow_trident.batch.order`
+    and :mod:`airflow_trident.batch.routes`).
 
     When txid-1 is already processed (staged), its commit is imminent: the task then waits for
     it here, up to ``inline_wait_s``, before deferring — ordered commits form a chain, and a
@@ -132,7 +195,7 @@ class CommitBatchOperator(TridentLineageMixin, CommitInTurn, _BatchOperator):
     """
 
     template_fields: Sequence[str] = (
-        *_BatchOperator.template_fields, "spark_conn_id", "spark_connect_conn_id",
+        *BatchStepsOperator.template_fields, "spark_conn_id", "spark_connect_conn_id",
     )  # fmt: skip
     ui_color = "#fdf1e8"
 
@@ -164,46 +227,21 @@ class CommitBatchOperator(TridentLineageMixin, CommitInTurn, _BatchOperator):
         self.inline_wait_s = inline_wait_s
         self.spark_connect_conn_id = spark_connect_conn_id
         self.success_after = success_after
-
-    def execute(self, context: Any) -> dict[str, Any]:
-        txid = txid_of(context, self.begin_task_id)
-        with self._steps() as steps:
-            if self.commit_in_turn(
-                context, steps, txid, deferrable=self.deferrable, poll_s=self.poll_interval,
-                inline_wait_s=self.inline_wait_s, resume_method="execute_complete",
-            ):  # fmt: skip
-                return self._commit_then_success(context, steps, txid)
-        return {}  # pragma: no cover - deferred
-
-    def execute_complete(self, context: Any, event: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Resume after the trigger saw txid-1 committed (or fail: txid-1 cannot commit)."""
-        self.resumed(event)
-        txid = txid_of(context, self.begin_task_id)
-        with self._steps() as steps:
-            return self._commit_then_success(context, steps, txid)
-
-    def _commit_then_success(self, context: Any, steps: BatchSteps, txid: int) -> dict[str, Any]:
-        summary = self.commit_now(context, steps, txid)
-        if self.success_after:
-            # the success task's step, in this task (the compact layout: one task fewer)
-            self.log.info("txid %d success: %s", txid, steps.success(txid))
-            emit_lag(steps, txid, self.log)
-        return summary
+        # the success task's step too, in this task (the compact layout: one task fewer)
+        self.batch_slice = ("commit", "success") if success_after else ("commit",)
 
     def route(self) -> CommitRoute:
         """Which route this task's commits take (its rendered arguments)."""
-        return self.commit_route()
+        return self.batch_task().commit_route()
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """The task's lineage: the topology's spouts in, its states out
+        (:func:`~airflow_trident.operators.lineage.task_lineage`)."""
+        return task_lineage(self.topology, self.state_conn_id)
 
 
-class BatchSuccessOperator(_BatchOperator):
+class BatchSuccessOperator(BatchStepsOperator):
     """Tell the spouts the batch committed; rotate old metadata and staging away."""
 
     ui_color = "#e8fdf0"
-
-    def execute(self, context: Any) -> dict[str, Any]:
-        txid = txid_of(context, self.begin_task_id)
-        with self._steps() as steps:
-            summary: dict[str, Any] = steps.success(txid)
-            emit_lag(steps, txid, self.log)
-        self.log.info("txid %d success: %s", txid, summary)
-        return summary
+    batch_slice = ("success",)

@@ -9,7 +9,8 @@ must import ``airflow_trident`` and the topology's modules (run the server with 
 environment), and the staging root must be reachable by the server and the worker alike.
 
 The route is :func:`~airflow_trident.hooks.spark.connect_route`'s; the connection's token
-travels inside the ``sc://`` URL handed to pyspark, never to a log.
+travels inside the ``sc://`` URL handed to pyspark, never to a log. The task is the generic
+:class:`~airflow_trident.operators.batch.BatchStepsOperator` with the slice ``process``.
 """
 
 from __future__ import annotations
@@ -17,19 +18,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from airflow.sdk import BaseOperator
-
-from airflow_trident.batch.routes import process_by
-from airflow_trident.hooks.dagruns import dagrun_states
-from airflow_trident.hooks.spark import connect_route
-from airflow_trident.operators.lineage import TridentLineageMixin
-from airflow_trident.operators.metrics import emit_processed
-from airflow_trident.tasks.base import TridentTask, no_retry_when_stalled, run_id_of, txid_of
+from airflow_trident.operators.batch import BatchStepsOperator
+from airflow_trident.operators.lineage import task_lineage
 
 __all__ = ["ConnectProcessBatchOperator"]
 
 
-class ConnectProcessBatchOperator(TridentLineageMixin, TridentTask, BaseOperator):
+class ConnectProcessBatchOperator(BatchStepsOperator):
     """Process this run's batch on a Spark Connect server: emit, run the plan, stage results.
 
     Every run of this task is a new attempt, as with :class:`ProcessBatchOperator
@@ -48,38 +43,20 @@ class ConnectProcessBatchOperator(TridentLineageMixin, TridentTask, BaseOperator
         "topology", "staging_root", "zookeeper_conn_id", "spark_connect_conn_id", "state_conn_id",
     )  # fmt: skip
     ui_color = "#fdf8e8"
+    batch_slice = ("process",)
 
     def __init__(
         self,
         *,
-        topology: str,
-        staging_root: str,
-        zookeeper_conn_id: str = "trident_zookeeper_default",
         spark_connect_conn_id: str = "spark_connect_default",
-        state_conn_id: str | None = None,
-        begin_task_id: str = "begin",
         emit_wait_s: float = 600.0,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.topology = topology
-        self.staging_root = staging_root
-        self.zookeeper_conn_id = zookeeper_conn_id
         self.spark_connect_conn_id = spark_connect_conn_id
-        self.state_conn_id = state_conn_id
-        self.begin_task_id = begin_task_id
         self.emit_wait_s = emit_wait_s
 
-    def execute(self, context: Any) -> dict[str, Any]:
-        txid = txid_of(context, self.begin_task_id)
-        hook = self.trident_hook()
-        with (
-            hook.batch_steps(self.topology, staging_root=self.staging_root) as steps,
-            no_retry_when_stalled(),
-        ):
-            summary = process_by(
-                connect_route(self.spark_connect_conn_id, self.topology), steps, txid,
-                dag_id=context["ti"].dag_id, run_id=run_id_of(context),
-                timeout_s=self.emit_wait_s, log=self.log, states=dagrun_states,
-            )  # fmt: skip
-        return emit_processed(context, summary) if "skipped" not in summary else summary
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """The task's lineage: the topology's spouts in, its states out
+        (:func:`~airflow_trident.operators.lineage.task_lineage`)."""
+        return task_lineage(self.topology, self.state_conn_id)

@@ -3,9 +3,11 @@
 :class:`ExpressBatchOperator` waits for readiness as
 :class:`~airflow_trident.sensors.begin.BeginWhenReadySensor` does (replays do not wait; a new
 batch behind a failed run is skipped), begins, processes the batch on the Spark Connect server,
-waits for txid-1's commit and commits as the commit task does
-(:class:`~airflow_trident.operators.commit_turn.CommitInTurn`), and does the success step — in
-one task process, with no scheduling hand-off between the steps.
+waits for txid-1's commit and commits as the commit task does, and does the success step — in
+one task process, with no scheduling hand-off between the steps. It is the generic
+:class:`~airflow_trident.tasks.readiness.BatchStepsSensor` with every step as its slice: the
+driver orders the steps (:mod:`airflow_trident.batch.driver`), the task object
+(:class:`~airflow_trident.tasks.batch_task.BatchTask`) does them.
 
 The exactly-once rules are the other layouts': the txid is bound to the run in ZooKeeper, the
 commit checks the order and compare-and-sets the committed txid, a committed txid is never
@@ -17,7 +19,9 @@ staging manifests (nothing in the task's memory survives a retry):
   commit) — straight to the commit, without processing again;
 * otherwise — begin again (the same txid: the run is bound to it) and process a new attempt.
 
-A cleared run (Airflow clears the task) is the same retry: it replays its txid.
+A cleared run (Airflow clears the task) is the same retry: it replays its txid. Where a try
+starts is :func:`~airflow_trident.batch.driver.resume_point`'s; a wait for txid-1 in the
+triggerer resumes in ``commit_complete`` from the summary the task kept in XCom ``begin``.
 """
 
 from __future__ import annotations
@@ -25,20 +29,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from airflow_trident.batch.routes import CommitRoute, process_by
-from airflow_trident.batch.steps import BatchSteps
-from airflow_trident.hooks.dagruns import dagrun_states
-from airflow_trident.hooks.spark import connect_route
-from airflow_trident.operators.commit_turn import CommitInTurn
-from airflow_trident.operators.lineage import TridentLineageMixin
-from airflow_trident.operators.metrics import emit_lag, emit_processed
-from airflow_trident.tasks.base import no_retry_when_stalled, run_id_of
-from airflow_trident.tasks.begin import BeginWhenReady, begin_batch
+from airflow_trident.batch.driver import STEPS
+from airflow_trident.batch.routes import CommitRoute
+from airflow_trident.operators.lineage import task_lineage
+from airflow_trident.operators.metrics import RECORDING
+from airflow_trident.tasks.readiness import BatchStepsSensor
 
 __all__ = ["ExpressBatchOperator"]
 
 
-class ExpressBatchOperator(TridentLineageMixin, CommitInTurn, BeginWhenReady):
+class ExpressBatchOperator(BatchStepsSensor):
     """Readiness, begin, process (on Spark Connect), commit and success of one batch in one
     task (the DAG's ``layout="express"``). XCom: the begin summary (``txid``, ``attempt_id``,
     ``metas``...) with ``processed`` and ``committed`` (the process and commit tasks' XComs)
@@ -75,13 +75,17 @@ class ExpressBatchOperator(TridentLineageMixin, CommitInTurn, BeginWhenReady):
     """
 
     template_fields: Sequence[str] = (
-        *BeginWhenReady.template_fields, "spark_connect_conn_id",
+        *BatchStepsSensor.template_fields, "state_conn_id", "spark_connect_conn_id",
     )  # fmt: skip
     ui_color = "#e8fdf8"
+    batch_slice = STEPS
+    recording = RECORDING
 
     def __init__(
         self,
         *,
+        state_conn_id: str | None = None,
+        keep_txids: int = 16,
         spark_connect_conn_id: str = "spark_connect_default",
         commit_mode: str = "worker",
         spark_commit_min_rows: int = 1_000_000,
@@ -94,6 +98,8 @@ class ExpressBatchOperator(TridentLineageMixin, CommitInTurn, BeginWhenReady):
         CommitRoute(mode=commit_mode)  # refuses an unknown mode when the DAG is parsed
         kwargs.setdefault("depends_on_past", False)
         super().__init__(**kwargs)
+        self.state_conn_id = state_conn_id
+        self.keep_txids = keep_txids
         self.spark_connect_conn_id = spark_connect_conn_id
         self.commit_mode = commit_mode
         self.spark_commit_min_rows = spark_commit_min_rows
@@ -102,90 +108,11 @@ class ExpressBatchOperator(TridentLineageMixin, CommitInTurn, BeginWhenReady):
         self.inline_wait_s = inline_wait_s
         self.emit_wait_s = emit_wait_s
 
-    def _batch_task_ids(self) -> list[str]:
-        return [self.task_id]  # the whole batch is this task
-
-    # -- the steps ---------------------------------------------------------------------------
-
-    def when_ready(self, context: Any) -> dict[str, Any]:
-        """After readiness (or at once for a bound run): begin, process, then commit."""
-        hook = self.trident_hook()
-        with (
-            hook.session(),
-            hook.batch_steps(
-                self.topology, staging_root=self.staging_root, keep_txids=self.keep_txids
-            ) as steps,
-        ):
-            conf = context["dag_run"].conf or {}
-            step, txid = steps.resume_point(context["dag_run"].run_id, conf.get("txid"))
-            summary: dict[str, Any]
-            if step == "begin":
-                summary = begin_batch(context, steps, self.log)
-                txid = int(summary["txid"])
-                if not steps.is_committed(txid):
-                    summary["processed"] = self._process(context, steps, txid)
-                    # the attempt the processing got (the note reads it here)
-                    summary["attempt_id"] = summary["processed"].get(
-                        "attempt_id", summary["attempt_id"])  # fmt: skip
-            else:
-                assert txid is not None
-                attempt = steps.store.attempts.attempt(txid)
-                staged = None if attempt is None else attempt.attempt_id
-                summary = {
-                    "txid": txid,
-                    # the staged processing attempt; a committed txid's from the ledger (a
-                    # replay's begin raised ZooKeeper's counter since)
-                    "attempt_id": (
-                        (steps.committed_attempt(txid) or staged) if step == "success" else staged
-                    ),
-                    "run_id": context["dag_run"].run_id,
-                    "committed_txid": steps.store.commits.committed_txid(),
-                }
-                self.log.info(
-                    "run %s resumes txid %d at its %s (attempt %s %s)",
-                    summary["run_id"], txid, step, summary["attempt_id"] or "-",
-                    "committed" if step == "success" else "staged",
-                )  # fmt: skip
-            summary["resumed_at"] = step
-            context["ti"].xcom_push(key="begin", value=summary)
-            if self.commit_in_turn(
-                context, steps, txid, deferrable=self.commit_deferrable,
-                poll_s=self.commit_poll_interval, inline_wait_s=self.inline_wait_s,
-                resume_method="commit_complete",
-            ):  # fmt: skip
-                return self._commit_then_success(context, steps, txid, summary)
-        return {}  # pragma: no cover - deferred
-
-    def _process(self, context: Any, steps: BatchSteps, txid: int) -> dict[str, Any]:
-        with no_retry_when_stalled():
-            summary = process_by(
-                connect_route(str(self.spark_connect_conn_id), self.topology), steps, txid,
-                dag_id=context["ti"].dag_id, run_id=run_id_of(context),
-                timeout_s=self.emit_wait_s, log=self.log, states=dagrun_states,
-            )  # fmt: skip
-        return emit_processed(context, summary)
-
-    def commit_complete(self, context: Any, event: dict[str, Any] | None = None) -> Any:
-        """Resume after the trigger saw txid-1 committed (or fail: txid-1 cannot commit)."""
-        self.resumed(event)
-        summary = context["ti"].xcom_pull(task_ids=self.task_id, key="begin")
-        hook = self.trident_hook()
-        with (
-            hook.session(),
-            hook.batch_steps(
-                self.topology, staging_root=self.staging_root, keep_txids=self.keep_txids
-            ) as steps,
-        ):
-            return self._commit_then_success(context, steps, int(summary["txid"]), dict(summary))
-
-    def _commit_then_success(
-        self, context: Any, steps: BatchSteps, txid: int, summary: dict[str, Any]
-    ) -> dict[str, Any]:
-        summary["committed"] = self.commit_now(context, steps, txid)
-        self.log.info("txid %d success: %s", txid, steps.success(txid))
-        emit_lag(steps, txid, self.log)
-        return summary
-
     def route(self) -> CommitRoute:
         """Which route this task's commits take (a Spark commit: the same Connect server)."""
-        return self.commit_route()
+        return self.batch_task().commit_route()
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """The task's lineage: the topology's spouts in, its states out
+        (:func:`~airflow_trident.operators.lineage.task_lineage`)."""
+        return task_lineage(self.topology, self.state_conn_id)

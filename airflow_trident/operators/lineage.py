@@ -49,11 +49,19 @@ from airflow_trident.errors import ConfigurationError
 from airflow_trident.hooks.trident import TridentHook
 from airflow_trident.names import Dataset, LineageDatasets, location_dataset, table_dataset
 from airflow_trident.runtime.reference import load_topology
+from airflow_trident.tasks.base import moved
 from airflow_trident.topology import TridentTopology
 
-__all__ = ["TridentLineageMixin", "lineage_datasets", "location_dataset", "table_dataset"]
+__all__ = ["lineage_datasets", "location_dataset", "table_dataset", "task_lineage"]
 
 log = logging.getLogger(__name__)
+
+_MOVED = {"TridentLineageMixin": "airflow_trident.operators.lineage.task_lineage"}
+"""Deprecated names: the mixin's method is a function the tasks call (no base class)."""
+
+
+def __getattr__(name: str) -> Any:
+    return moved(__name__, name, _MOVED)
 
 
 def _named(
@@ -93,40 +101,35 @@ def lineage_datasets(
     return inputs, outputs
 
 
-class TridentLineageMixin:
-    """``get_openlineage_facets_on_complete`` for a batch task with ``topology`` (a
-    ``module:attribute`` reference) and ``state_conn_id`` attributes."""
-
-    topology: str
-    state_conn_id: str | None
-
-    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
-        """The task's lineage (an ``OperatorLineage``), or ``None`` without the OpenLineage
-        provider (or when the topology cannot be loaded: logged)."""
-        try:
-            from airflow.providers.common.compat.openlineage.facet import Dataset
-            from airflow.providers.openlineage.extractors import (  # type: ignore[import-not-found,unused-ignore]
-                OperatorLineage,
-            )
-        except ImportError:
-            return None
-        from airflow_trident.hooks import connections
-
-        connections.install()  # connection ids resolve through Airflow, now (at run time)
-        try:
-            url: str | None = TridentHook(state_conn_id=self.state_conn_id).state_url()
-        except Exception as exc:  # lineage is worth no failed task
-            log.warning("lineage: the state database cannot be read (%s); SQL states are "
-                        "named by their topology", type(exc).__name__)  # fmt: skip
-            url = None
-        try:
-            topology = load_topology(self.topology)
-        except Exception as exc:
-            log.warning("lineage: topology %r cannot be loaded (%s); no lineage reported",
-                        self.topology, type(exc).__name__)  # fmt: skip
-            return None
-        inputs, outputs = lineage_datasets(topology, url)
-        return OperatorLineage(
-            inputs=[Dataset(namespace=ns, name=name) for ns, name in inputs],
-            outputs=[Dataset(namespace=ns, name=name) for ns, name in outputs],
+def task_lineage(reference: str, state_conn_id: str | None) -> Any:
+    """The lineage of a batch task of the topology ``reference`` (``module:attribute``) whose
+    state database is ``state_conn_id``'s: an ``OperatorLineage``, or ``None`` without the
+    OpenLineage provider (or when the topology cannot be loaded: logged). What the process,
+    commit and express tasks' ``get_openlineage_facets_on_complete`` returns."""
+    try:
+        from airflow.providers.common.compat.openlineage.facet import Dataset
+        from airflow.providers.openlineage.extractors import (  # type: ignore[import-not-found,unused-ignore]
+            OperatorLineage,
         )
+    except ImportError:
+        return None
+    from airflow_trident.hooks import connections
+
+    connections.install()  # connection ids resolve through Airflow, now (at run time)
+    try:
+        url: str | None = TridentHook(state_conn_id=state_conn_id).state_url()
+    except Exception as exc:  # lineage is worth no failed task
+        log.warning("lineage: the state database cannot be read (%s); SQL states are "
+                    "named by their topology", type(exc).__name__)  # fmt: skip
+        url = None
+    try:
+        topology = load_topology(reference)
+    except Exception as exc:
+        log.warning("lineage: topology %r cannot be loaded (%s); no lineage reported",
+                    reference, type(exc).__name__)  # fmt: skip
+        return None
+    inputs, outputs = lineage_datasets(topology, url)
+    return OperatorLineage(
+        inputs=[Dataset(namespace=ns, name=name) for ns, name in inputs],
+        outputs=[Dataset(namespace=ns, name=name) for ns, name in outputs],
+    )

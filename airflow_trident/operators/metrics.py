@@ -40,8 +40,16 @@ from typing import Any
 from airflow.sdk.observability.stats import Stats
 
 from airflow_trident.operators.assets import add_commit_event, await_first_event_turn
+from airflow_trident.tasks.batch_task import Recording
 
-__all__ = ["emit_committed", "emit_lag", "emit_processed", "lag_metric", "metric_names"]
+__all__ = [
+    "RECORDING",
+    "emit_committed",
+    "emit_lag",
+    "emit_processed",
+    "lag_metric",
+    "metric_names",
+]
 
 
 def metric_names(topology: str, states: tuple[str, ...] = ()) -> list[str]:
@@ -167,3 +175,9 @@ def _topology(context: Mapping[str, Any]) -> str:
     task = context.get("task")
     reference = str(getattr(task, "topology", "unknown"))
     return reference.rsplit(":", 1)[-1]
+
+
+RECORDING = Recording(processed=emit_processed, committed=emit_committed, lag=emit_lag)
+"""What the batch operators record of their steps (the task object's
+:class:`~airflow_trident.tasks.batch_task.Recording`): these metrics and the commit's asset
+event."""

@@ -1,5 +1,10 @@
 """The process task: a Spark job (through the Spark provider's ``SparkSubmitOperator``) that
-emits the batch, runs the plan and stages the results."""
+emits the batch, runs the plan and stages the results.
+
+It is the generic adapter of a ``spark-submit`` step: a ``SparkSubmitOperator`` holding its task
+object (:class:`~airflow_trident.tasks.batch_task.BatchTask`), which runs its slice
+(``process``) through the driver by a route that submits this operator's job.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +13,10 @@ from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-from airflow_trident.batch.routes import BySubmit, process_by
+from airflow_trident.batch.driver import BatchRun
+from airflow_trident.batch.routes import BySubmit, Route
+from airflow_trident.hooks import config as trident_config
 from airflow_trident.hooks.config import spark_read_here_bytes, spark_read_here_records
-from airflow_trident.hooks.dagruns import dagrun_states
 from airflow_trident.hooks.spark import (
     SPARK_JOB,
     deploy_mode,
@@ -22,14 +28,15 @@ from airflow_trident.hooks.spark import (
     spark_job_errors,
     warn_if_remote_driver,
 )
-from airflow_trident.operators.lineage import TridentLineageMixin
-from airflow_trident.operators.metrics import emit_processed
-from airflow_trident.tasks.base import TridentTask, no_retry_when_stalled, run_id_of, txid_of
+from airflow_trident.operators.lineage import task_lineage
+from airflow_trident.operators.metrics import RECORDING
+from airflow_trident.tasks.base import txid_of
+from airflow_trident.tasks.batch_task import BatchTask, Recording, TaskArguments
 
 __all__ = ["SPARK_JOB", "ProcessBatchOperator"]
 
 
-class ProcessBatchOperator(TridentLineageMixin, TridentTask, SparkSubmitOperator):
+class ProcessBatchOperator(SparkSubmitOperator):
     """Process this run's batch on Spark: emit, run the plan, stage results plus a manifest.
 
     The topology is shipped by module reference (the package must be importable where the
@@ -56,6 +63,9 @@ class ProcessBatchOperator(TridentLineageMixin, TridentTask, SparkSubmitOperator
         "state_conn_id",
     )
     ui_color = "#fdf8e8"
+    batch_slice: tuple[str, ...] = ("process",)
+    recording: Recording = RECORDING
+    _batch_task: BatchTask | None = None
 
     def __init__(
         self,
@@ -81,25 +91,44 @@ class ProcessBatchOperator(TridentLineageMixin, TridentTask, SparkSubmitOperator
         self.begin_task_id = begin_task_id
         self.emit_wait_s = emit_wait_s
 
+    def render_template_fields(self, context: Any, jinja_env: Any = None) -> None:
+        """Render the templated fields, then resolve a staging root the DAG did not give
+        (``[trident] staging_root``, ...: :func:`~airflow_trident.hooks.config.staging_root`):
+        here, in the task, never when the DAG file is parsed."""
+        super().render_template_fields(context, jinja_env)
+        self.staging_root = trident_config.staging_root(self.staging_root)
+
+    def batch_task(self) -> BatchTask:
+        """This task's task object, for its rendered arguments (kept while they hold)."""
+        self._batch_task = BatchTask.for_arguments(
+            TaskArguments.of(self), log=self.log, recording=self.recording, held=self._batch_task
+        )
+        return self._batch_task
+
     def execute(self, context: Any) -> dict[str, Any]:  # type: ignore[override]
         txid = txid_of(context, self.begin_task_id)
-        hook = self.trident_hook()
+        task = self.batch_task()
+        run = BatchRun(txid)
+
+        def submitted() -> Route:  # the route: this operator's spark-submit of the job
+            return BySubmit(lambda step, _, wait_s: self._submit_job(context, txid, wait_s))
+
         with (
-            hook.session(),  # one ZooKeeper session for the task, not one per step
-            hook.batch_steps(self.topology, staging_root=self.staging_root) as steps,
-            no_retry_when_stalled(),
+            task.hook().session(),  # one ZooKeeper session for the task, not one per step
+            task.batch_steps() as steps,
         ):
-            summary = process_by(
-                BySubmit(lambda step, _, emit_wait_s: self._submit_job(context, txid, emit_wait_s)),
-                steps, txid, dag_id=context["ti"].dag_id, run_id=run_id_of(context),
-                timeout_s=self.emit_wait_s, log=self.log, states=dagrun_states,
-            )  # fmt: skip
-        return emit_processed(context, summary) if "skipped" not in summary else summary
+            task.drive(context, steps, self.batch_slice, run, process_route=submitted)
+        return run.summary
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """The task's lineage: the topology's spouts in, its states out
+        (:func:`~airflow_trident.operators.lineage.task_lineage`)."""
+        return task_lineage(self.topology, self.state_conn_id)
 
     def _submit_job(self, context: Any, txid: int, emit_wait_s: float) -> None:
         """The ``spark-submit`` of the process job (the route's ``submit``): its arguments
         (never a secret), its secrets exported only while it runs, its own error if it fails."""
-        hook = self.trident_hook()
+        hook = self.batch_task().hook()
         config = hook.zookeeper_config()
         self.application_args = job_arguments(
             self.topology, txid, self.staging_root, config, emit_wait_s=emit_wait_s,

@@ -2,20 +2,24 @@
 
 :class:`BeginWhenReadySensor` waits as :class:`~airflow_trident.sensors.ready.BatchReadySensor`
 does (poke, reschedule or deferred; replays do not wait; a new batch behind a failed run is
-skipped: :class:`~airflow_trident.tasks.readiness.ReadinessWait`) and then begins the batch as
-the begin task does, in the same task process. Its XCom is the begin summary, so later tasks
-name it as their ``begin_task_id``. One task process and one scheduling hand-off fewer per
-batch than a sensor followed by a begin task.
+skipped: the generic :class:`~airflow_trident.tasks.readiness.BatchStepsSensor`, with the slice
+``ready``, ``begin``) and then begins the batch as the begin task does, in the same task
+process. Its XCom is the begin summary, so later tasks name it as their ``begin_task_id``. One
+task process and one scheduling hand-off fewer per batch than a sensor followed by a begin
+task.
 """
 
 from __future__ import annotations
 
-from airflow_trident.tasks.begin import BeginWhenReady
+from collections.abc import Sequence
+from typing import Any
+
+from airflow_trident.tasks.readiness import BatchStepsSensor
 
 __all__ = ["BeginWhenReadySensor"]
 
 
-class BeginWhenReadySensor(BeginWhenReady):
+class BeginWhenReadySensor(BatchStepsSensor):
     """Wait until the topology's spouts are ready, then bind the run to its txid and store the
     batch metadata (XCom: txid, attempt, metadata).
 
@@ -40,4 +44,14 @@ class BeginWhenReadySensor(BeginWhenReady):
     (True, 'reschedule')
     """
 
+    template_fields: Sequence[str] = (*BatchStepsSensor.template_fields, "state_conn_id")
     ui_color = "#e8f4fd"
+    batch_slice = ("ready", "begin")
+
+    def __init__(
+        self, *, state_conn_id: str | None = None, keep_txids: int = 16, **kwargs: Any
+    ) -> None:
+        kwargs.setdefault("depends_on_past", True)
+        super().__init__(**kwargs)
+        self.state_conn_id = state_conn_id
+        self.keep_txids = keep_txids

@@ -1,18 +1,20 @@
 """The readiness sensor: waits until every spout's coordinator says the next batch may start.
 
 The waiting (replays go on at once; a new batch behind a failed run is skipped, with the fix in
-the log and XCom ``blocked_by``) is :class:`~airflow_trident.tasks.readiness.ReadinessWait`'s,
-which the compact layout's begin sensor and the express task share.
+the log and XCom ``blocked_by``) is the generic sensor's,
+:class:`~airflow_trident.tasks.readiness.BatchStepsSensor`, which the compact layout's begin
+sensor and the express task are too; this one's slice is readiness alone (the standard
+layout's ``wait_ready``).
 """
 
 from __future__ import annotations
 
-from airflow_trident.tasks.readiness import ReadinessWait, blocking_fix
+from airflow_trident.tasks.readiness import BatchStepsSensor, blocking_fix
 
 __all__ = ["BatchReadySensor", "blocking_fix"]
 
 
-class BatchReadySensor(ReadinessWait):
+class BatchReadySensor(BatchStepsSensor):
     """Poke (or defer to the triggerer) until the topology's spouts are ready (``is_ready``).
 
     :param topology: ``package.module:attribute`` of the topology (templated).
@@ -21,3 +23,5 @@ class BatchReadySensor(ReadinessWait):
     :param deferrable: wait in the triggerer instead of a worker slot; ``None`` (the default):
         Airflow's ``[operators] default_deferrable``.
     """
+
+    batch_slice = ("ready",)

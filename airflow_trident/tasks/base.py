@@ -1,12 +1,17 @@
-"""What the batch tasks (operators and sensors) share: their hook, the txid of a run, the
-deferrable default, and a stalled wait failing the task without retry.
+"""What the batch tasks (operators and sensors) share: the txid of a run, the deferrable
+default, a stalled wait failing the task without retry, and the deprecated names of the task
+modules (:func:`moved`).
 
-The batch lifecycle itself comes from :class:`~airflow_trident.hooks.trident.TridentHook`.
+What a batch task does is its task object's
+(:class:`~airflow_trident.tasks.batch_task.BatchTask`, holding its hook); the batch lifecycle
+itself comes from :class:`~airflow_trident.hooks.trident.TridentHook`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import importlib
+import warnings
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -14,41 +19,51 @@ from airflow.sdk.configuration import conf
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_trident.errors import BatchStalledError, ConfigurationError
-from airflow_trident.hooks import config
-from airflow_trident.hooks.trident import TridentHook
 
-__all__ = ["TridentTask", "default_deferrable", "no_retry_when_stalled", "run_id_of", "txid_of"]
+__all__ = [
+    "default_deferrable",
+    "moved",
+    "no_retry_when_stalled",
+    "run_id_of",
+    "txid_of",
+]
+
+_MOVED = {"TridentTask": "airflow_trident.tasks.batch_task.BatchTask"}
 
 
-class TridentTask:
-    """Mixin of the batch tasks: one :class:`TridentHook` per task, for its (rendered)
-    connection ids, so the blocks a task opens inside ``with self.trident_hook().session():``
-    share one ZooKeeper session."""
+def __getattr__(name: str) -> Any:
+    return moved(__name__, name, _MOVED)
 
-    zookeeper_conn_id: str
-    state_conn_id: str | None = None
-    staging_root: str  # None until rendered when the DAG gave none (then resolved)
-    _trident_hook: TridentHook | None = None
 
-    def render_template_fields(self, context: Any, jinja_env: Any = None) -> None:
-        """Render the templated fields, then resolve a staging root the DAG did not give
-        (``[trident] staging_root``, ...: :func:`~airflow_trident.hooks.config.staging_root`):
-        here, in the task, never when the DAG file is parsed."""
-        super().render_template_fields(context, jinja_env)  # type: ignore[misc]
-        self.staging_root = config.staging_root(self.staging_root)
+def moved(module: str, name: str, moves: Mapping[str, str]) -> Any:
+    """What the deprecated name ``name`` of ``module`` is now (``moves``: old name -> the
+    dotted path of where it lives), with a :class:`DeprecationWarning`: a module's
+    ``__getattr__`` (the old name goes away in 0.2.0).
 
-    def trident_hook(self) -> TridentHook:
-        """This task's hook (made on first use, after the connection ids were rendered)."""
-        hook = self._trident_hook
-        if hook is None or (hook.zookeeper_conn_id, hook.state_conn_id) != (
-            self.zookeeper_conn_id,
-            self.state_conn_id,
-        ):
-            hook = TridentHook(
-                zookeeper_conn_id=self.zookeeper_conn_id, state_conn_id=self.state_conn_id
-            )
-            self._trident_hook = hook
-        return hook
+    Raises
+    ------
+    AttributeError
+        For any other name.
+
+    >>> import airflow_trident.tasks.base as base
+    >>> import warnings
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     base.TridentTask.__name__
+    'BatchTask'
+    >>> print(caught[0].message)
+    airflow_trident.tasks.base.TridentTask moved to airflow_trident.tasks.batch_task.BatchTask, \
+goes away in 0.2.0
+    """
+    target = moves.get(name)
+    if target is None or name.startswith("__"):
+        msg = f"module {module!r} has no attribute {name!r}"
+        raise AttributeError(msg)
+    warnings.warn(
+        f"{module}.{name} moved to {target}, goes away in 0.2.0", DeprecationWarning, stacklevel=3
+    )
+    path, _, attribute = target.rpartition(".")
+    return getattr(importlib.import_module(path), attribute)
 
 
 def default_deferrable() -> bool:

@@ -3,15 +3,23 @@ the express task): the run bound to its txid, logged and noted on the run."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from airflow_trident.batch.steps import BatchSteps
 from airflow_trident.errors import ConfigurationError
+from airflow_trident.tasks.base import moved
 from airflow_trident.tasks.notes import note_begin
-from airflow_trident.tasks.readiness import ReadinessWait
 
-__all__ = ["BeginWhenReady", "begin_batch", "begun_line"]
+__all__ = ["begin_batch", "begun_line"]
+
+_MOVED = {"BeginWhenReady": "airflow_trident.sensors.begin.BeginWhenReadySensor"}
+"""Deprecated names: the base of the readiness-then-begin tasks is the sensor itself (a
+:class:`~airflow_trident.tasks.readiness.BatchStepsSensor` with its slice), looked up by name
+at run time (no task module imports a sensor module)."""
+
+
+def __getattr__(name: str) -> Any:
+    return moved(__name__, name, _MOVED)
 
 
 def begin_batch(context: Any, steps: BatchSteps, log: Any) -> dict[str, Any]:
@@ -53,29 +61,3 @@ def begun_line(run_id: str, summary: dict[str, Any]) -> str:
         return (f"run {run_id} replays txid {txid}{shown}, committed: nothing to process, "
                 f"state unchanged")  # fmt: skip
     return f"run {run_id} is txid {txid}{shown}; committed txid is {summary['committed_txid']}"
-
-
-class BeginWhenReady(ReadinessWait):
-    """Wait until the topology's spouts are ready, then begin (:func:`begin_batch`), in one task
-    process: the base of the compact layout's begin sensor and of the express task.
-
-    :param state_conn_id: the state connection (templated; ``None``: the embedded default).
-    :param keep_txids: ZooKeeper keeps batch metadata for that many txids.
-    """
-
-    template_fields: Sequence[str] = (*ReadinessWait.template_fields, "state_conn_id")
-
-    def __init__(
-        self, *, state_conn_id: str | None = None, keep_txids: int = 16, **kwargs: Any
-    ) -> None:
-        kwargs.setdefault("depends_on_past", True)
-        super().__init__(**kwargs)
-        self.state_conn_id = state_conn_id
-        self.keep_txids = keep_txids
-
-    def when_ready(self, context: Any) -> Any:
-        """Bind the run to its txid and store the batch metadata (XCom: the begin summary)."""
-        with self.trident_hook().batch_steps(
-            self.topology, staging_root=self.staging_root, keep_txids=self.keep_txids
-        ) as steps:
-            return begin_batch(context, steps, self.log)

@@ -42,6 +42,8 @@ from typing import Any
 from airflow.listeners import hookimpl
 from airflow.plugins_manager import AirflowPlugin
 
+from airflow_trident.batch.layouts import LAYOUTS
+
 __all__ = [
     "BACKFILL_PREFIXES",
     "TridentNotesPlugin",
@@ -151,6 +153,8 @@ def run_attempt(xcoms: Iterable[tuple[str, Any]]) -> tuple[int, int | None] | No
     processing attempt its process, commit or express task reported (1, 2, ...); for a txid
     its begin found committed (a replay, which processes nothing), the attempt that committed
     it, as the begin reported it; ``None`` before either (the attempt the Trident tab shows).
+    The task that begins is each layout's (:meth:`Layout.begins_in
+    <airflow_trident.batch.layouts.Layout.begins_in>`: ``begin``, the express task ``run``).
 
     >>> run_attempt([("batch.begin", {"txid": 4, "attempt_id": 1, "committed_txid": 3})])
     (4, None)
@@ -167,14 +171,14 @@ def run_attempt(xcoms: Iterable[tuple[str, Any]]) -> tuple[int, int | None] | No
     for task_id, value in xcoms:
         if not isinstance(value, Mapping) or not isinstance(value.get("txid"), int):
             continue
-        step = task_id.rpartition(".")[2]
+        carriers = [layout.carrier for layout in LAYOUTS.values() if layout.begins_in(task_id)]
         reported = value.get("attempt_id")
-        if step in ("begin", "run"):  # "run": the express task
+        if carriers:  # the task that begins (the express task's also processes)
             txid = int(value["txid"])
         if not isinstance(reported, int) or reported < 1:
             continue
         committed = value.get("committed_txid")
-        if step == "begin":
+        if carriers and not any(carrier.runs("process") for carrier in carriers):
             if isinstance(committed, int) and int(value["txid"]) <= committed:
                 replayed = reported  # the begin found the txid committed: its committing attempt
         else:

@@ -1,6 +1,8 @@
-"""Waiting for readiness: the mechanics of every task that waits until every spout's coordinator
-says the next batch may start (:class:`ReadinessWait`: the readiness sensor, the compact
-layout's begin-when-ready sensor and the express layout's whole-batch task build on it).
+"""The generic sensor of a batch (:class:`BatchStepsSensor`): a task whose slice of the batch's
+steps starts with readiness — it waits until every spout's coordinator says the next batch may
+start, then runs the rest of its slice through the driver. The readiness sensor (the slice
+``ready``), the compact layout's begin-when-ready sensor (``ready``, ``begin``) and the express
+layout's whole-batch task (every step) are it with their slice preset.
 
 A run that replays a txid (``conf["txid"]``, or a cleared run already bound to one) does not
 wait: its batch is fixed already and needs no new data.
@@ -14,9 +16,16 @@ XCom tab in the UI). A run that would begin a *new* txid behind such a failed ru
 instead (no txid taken): begun, it could only wait, holding one of the DAG's
 ``max_active_runs`` slots, which the failed run needs to start again once it is cleared.
 
-A task opens one ZooKeeper session (its :class:`~airflow_trident.hooks.trident.TridentHook`'s)
-and, for its pokes, the hook's light readiness handle: the spouts' coordinators and the
-coordinator store, not the batch lifecycle (no committer, no interpreter, no state database).
+Which earlier tasks block a run is the layout's (:meth:`Layout.blocking_task_ids
+<airflow_trident.batch.layouts.Layout.blocking_task_ids>`): the sensor's layout is the one
+whose task runs its slice.
+
+A task opens one ZooKeeper session (its task object's
+:class:`~airflow_trident.hooks.trident.TridentHook`) and, for its pokes, the hook's light
+readiness handle: the spouts' coordinators and the coordinator store, not the batch lifecycle
+(no committer, no interpreter, no state database). After readiness, the rest of the slice runs
+as :class:`~airflow_trident.tasks.batch_task.BatchTask` says; a commit's wait for txid-1 may
+defer (resumed in ``commit_complete``), as the readiness wait may (``execute_complete``).
 """
 
 from __future__ import annotations
@@ -29,10 +38,21 @@ from typing import Any
 from airflow.sdk import BaseSensorOperator
 from airflow.sdk.exceptions import AirflowSkipException
 
-from airflow_trident.tasks.base import TridentTask, default_deferrable
+from airflow_trident.batch.driver import BatchRun
+from airflow_trident.batch.layouts import LAYOUTS, Layout
+from airflow_trident.hooks import config
+from airflow_trident.tasks.base import default_deferrable, moved
+from airflow_trident.tasks.batch_task import NO_RECORDING, BatchTask, Recording, TaskArguments
 from airflow_trident.triggers.zookeeper import BatchReadyTrigger
 
-__all__ = ["ReadinessWait", "blocking_fix"]
+__all__ = ["BatchStepsSensor", "blocking_fix"]
+
+_MOVED = {"ReadinessWait": "airflow_trident.tasks.readiness.BatchStepsSensor"}
+
+
+def __getattr__(name: str) -> Any:
+    return moved(__name__, name, _MOVED)
+
 
 BLOCKING_STATES = ("failed", "upstream_failed")
 LOOKBACK_RUNS = 8
@@ -80,9 +100,11 @@ commit before txid 4; if it keeps failing, replay txid 4 in a new run: `airflow 
     )
 
 
-class ReadinessWait(TridentTask, BaseSensorOperator):
-    """Poke (or defer to the triggerer) until the topology's spouts are ready (``is_ready``);
-    replays go on at once, a new batch behind a failed run is skipped.
+class BatchStepsSensor(BaseSensorOperator):
+    """Poke (or defer to the triggerer) until the topology's spouts are ready (``is_ready``),
+    then run the rest of the slice ``batch_slice`` (a class's preset: readiness alone by
+    default); replays go on at once, a new batch behind a failed run is skipped. XCom: the
+    slice's summary (:mod:`~airflow_trident.tasks.batch_task`; none for readiness alone).
 
     :param topology: ``package.module:attribute`` of the topology (templated).
     :param staging_root: the staging root (templated).
@@ -93,6 +115,12 @@ class ReadinessWait(TridentTask, BaseSensorOperator):
 
     template_fields: Sequence[str] = ("topology", "staging_root", "zookeeper_conn_id")
     ui_color = "#f0e8fd"
+    batch_slice: tuple[str, ...] = ("ready",)
+    """The steps this task runs, from readiness on (a contiguous slice of the driver's)."""
+    recording: Recording = NO_RECORDING
+    """What the task records in Airflow of its steps (the operators' metrics, for a slice
+    that processes or commits)."""
+    _batch_task: BatchTask | None = None
 
     def __init__(
         self,
@@ -109,19 +137,62 @@ class ReadinessWait(TridentTask, BaseSensorOperator):
         self.zookeeper_conn_id = zookeeper_conn_id
         self.deferrable = default_deferrable() if deferrable is None else deferrable
 
+    def render_template_fields(self, context: Any, jinja_env: Any = None) -> None:
+        """Render the templated fields, then resolve a staging root the DAG did not give
+        (``[trident] staging_root``, ...: :func:`~airflow_trident.hooks.config.staging_root`):
+        here, in the task, never when the DAG file is parsed."""
+        super().render_template_fields(context, jinja_env)
+        self.staging_root = config.staging_root(self.staging_root)
+
+    def batch_task(self) -> BatchTask:
+        """This task's task object, for its rendered arguments (kept while they hold)."""
+        self._batch_task = BatchTask.for_arguments(
+            TaskArguments.of(self), log=self.log, recording=self.recording, held=self._batch_task
+        )
+        return self._batch_task
+
     def _ready(self) -> bool:
-        with self.trident_hook().readiness(self.topology) as readiness:
+        with self.batch_task().readiness() as readiness:
             return readiness.is_ready()
 
     def execute(self, context: Any) -> Any:
-        with self.trident_hook().session():  # one ZooKeeper session for the task's checks
+        with self.batch_task().hook().session():  # one ZooKeeper session for the task's checks
             self._wait(context)  # returns once ready (or reschedules, defers, skips)
-            return self.when_ready(context)
+            return self._drive(context)
 
-    def when_ready(self, context: Any) -> Any:
-        """What the task does once the spouts are ready (its XCom): nothing here; the begin
-        sensors begin, the express task runs the whole batch."""
-        return None
+    def _drive(self, context: Any, *, start: str | None = None, run: BatchRun | None = None) -> Any:
+        """Run the slice after readiness (from ``start``; default: where the run resumes);
+        defer when its commit must wait in the triggerer. Its XCom."""
+        if all(step == "ready" for step in self.batch_slice):
+            return None  # readiness alone
+        task = self.batch_task()
+        run = run or BatchRun()
+        with task.batch_steps() as steps:
+            wait = task.drive(context, steps, self.batch_slice, run, start=start)
+            topology_name = steps.topology.name
+        if wait is not None:
+            self.defer(
+                trigger=task.turn_trigger(context, topology_name, wait),
+                method_name="commit_complete",
+                kwargs={"step": wait.step},
+            )
+        return run.summary
+
+    def commit_complete(
+        self, context: Any, event: dict[str, Any] | None = None, step: str = "commit"
+    ) -> Any:
+        """Resume after the trigger saw txid-1 committed (or fail: txid-1 cannot commit), from
+        ``step`` with the summary the slice announced before its wait."""
+        task = self.batch_task()
+        task.resumed(event)
+        run = task.announced(context, self.task_id)
+        with task.hook().session():
+            return self._drive(context, start=step, run=run)
+
+    def on_kill(self) -> None:
+        """Stop a running ``spark-submit`` commit (its applied partitions keep their txid)."""
+        if self._batch_task is not None:
+            self._batch_task.on_kill()
 
     def _wait(self, context: Any) -> Any:
         replayed = self._replayed_txid(context)
@@ -162,8 +233,8 @@ class ReadinessWait(TridentTask, BaseSensorOperator):
     def execute_complete(self, context: Any, event: dict[str, Any] | None = None) -> Any:
         """Resume after the trigger saw the spouts ready."""
         self.log.info("spouts ready: %s", event)
-        with self.trident_hook().session():
-            return self.when_ready(context)
+        with self.batch_task().hook().session():
+            return self._drive(context)
 
     # -- why a later task of this run would wait --------------------------------------------------
 
@@ -182,13 +253,25 @@ class ReadinessWait(TridentTask, BaseSensorOperator):
         txid = blocked.get("txid")
         if txid is None:
             return True
-        with self.trident_hook().readiness(self.topology) as readiness:
+        with self.batch_task().readiness() as readiness:
             return int(txid) > readiness.store.commits.committed_txid()
 
-    def _sibling(self, name: str) -> str:
-        """The task id of this batch's ``name`` task (same task group as this sensor)."""
+    def layout(self) -> Layout:
+        """The layout whose task runs this sensor's slice (the standard one for a slice no
+        layout has)."""
+        for layout in LAYOUTS.values():
+            if any(task.steps == self.batch_slice for task in layout.tasks):
+                return layout
+        return LAYOUTS["standard"]
+
+    def _own_id(self, task_id: str) -> str:
+        """``task_id`` (a task of this batch's group, by its layout's name) as this batch
+        names it: this sensor's own id for the layout's task of its slice."""
         group = self.task_id.rpartition(".")[0]
-        return f"{group}.{name}" if group else name
+        own = next((t for t in self.layout().tasks if t.steps == self.batch_slice), None)
+        if own is not None and task_id == (f"{group}.{own.task_id}" if group else own.task_id):
+            return self.task_id
+        return task_id
 
     def report_blocking_run(self, context: Any) -> dict[str, Any] | None:
         """Warn (log and XCom ``blocked_by``) when an earlier run's failed task blocks this run.
@@ -214,9 +297,10 @@ class ReadinessWait(TridentTask, BaseSensorOperator):
             "txid": txid,
             "fix": blocking_fix(dag_id, run_id, task_id, logical_date, txid),
         }
+        begins = self.layout().task_for("begin")  # a failed begin alone holds later begins
         waits = (
             "its begin waits (begins run in logical-date order)"
-            if task_id == self._sibling("begin")
+            if task_id == self.blocking_task_ids()[0] and not begins.runs("commit")
             else "its commit waits (commits run in txid order)"
         )
         self.log.warning(
@@ -233,16 +317,19 @@ class ReadinessWait(TridentTask, BaseSensorOperator):
         context["ti"].xcom_push(key="blocked_by", value=blocked)
         return blocked
 
-    def _batch_task_ids(self) -> list[str]:
+    def blocking_task_ids(self) -> list[str]:
         """The batch's tasks whose failure blocks later runs, in step order (the last one
-        succeeded: the batch committed). The standard and compact layouts' begin, process and
-        commit; the express layout's one task overrides it."""
-        return [self._sibling(name) for name in ("begin", "process", "commit")]
+        succeeded: the batch committed): :meth:`Layout.blocking_task_ids
+        <airflow_trident.batch.layouts.Layout.blocking_task_ids>` of this sensor's layout
+        (the standard and compact layouts' begin, process and commit; the express layout's one
+        task)."""
+        group = self.task_id.rpartition(".")[0]
+        return [self._own_id(task_id) for task_id in self.layout().blocking_task_ids(group)]
 
     def _find_blocking_run(self, context: Any) -> tuple[str, str, str, str] | None:
         """The nearest earlier run (by logical date) with a failed begin, process or commit."""
         ti = context["ti"]
-        tasks = self._batch_task_ids()
+        tasks = self.blocking_task_ids()
         date = context["dag_run"].logical_date
         if date is None and _run_type(context) == "asset_triggered":
             # an event-driven run (schedule="on_data") has no order by date: ask ZooKeeper
@@ -270,7 +357,7 @@ class ReadinessWait(TridentTask, BaseSensorOperator):
         stall check decides, :mod:`airflow_trident.batch.order`)."""
         from airflow_trident.hooks.dagruns import dagrun_states
 
-        with self.trident_hook().readiness(self.topology) as readiness:
+        with self.batch_task().readiness() as readiness:
             pending = readiness.store.commits.committed_txid() + 1
             if readiness.store.runs.current_txid() < pending:
                 return None
@@ -287,7 +374,7 @@ class ReadinessWait(TridentTask, BaseSensorOperator):
         return None
 
     def _txid_of(self, run_id: str) -> int | None:
-        with self.trident_hook().readiness(self.topology) as readiness:
+        with self.batch_task().readiness() as readiness:
             txid: int | None = readiness.store.runs.txid_for_run(run_id)
             return txid
 
