@@ -17,11 +17,15 @@ from airflow.sdk import BaseOperator
 
 from airflow_trident.batch.driver import BatchRun
 from airflow_trident.batch.routes import COMMIT_MODES, CommitRoute
-from airflow_trident.hooks import config
 from airflow_trident.operators.lineage import task_lineage
 from airflow_trident.operators.metrics import RECORDING
 from airflow_trident.tasks.base import default_deferrable, txid_of
-from airflow_trident.tasks.batch_task import BatchTask, Recording, TaskArguments
+from airflow_trident.tasks.batch_task import (
+    BatchTask,
+    Recording,
+    held_task,
+    rendered,
+)
 from airflow_trident.tasks.begin import begin_batch, begun_line
 
 __all__ = [
@@ -77,18 +81,11 @@ class BatchStepsOperator(BaseOperator):
         self.begin_task_id = begin_task_id
 
     def render_template_fields(self, context: Any, jinja_env: Any = None) -> None:
-        """Render the templated fields, then resolve a staging root the DAG did not give
-        (``[trident] staging_root``, ...: :func:`~airflow_trident.hooks.config.staging_root`):
-        here, in the task, never when the DAG file is parsed."""
-        super().render_template_fields(context, jinja_env)
-        self.staging_root = config.staging_root(self.staging_root)
+        rendered(self, super().render_template_fields, context, jinja_env)
 
     def batch_task(self) -> BatchTask:
-        """This task's task object, for its rendered arguments (kept while they hold)."""
-        self._batch_task = BatchTask.for_arguments(
-            TaskArguments.of(self), log=self.log, recording=self.recording, held=self._batch_task
-        )
-        return self._batch_task
+        """This task's task object (:func:`~airflow_trident.tasks.batch_task.held_task`)."""
+        return held_task(self)
 
     def execute(self, context: Any) -> Any:
         return self._drive(context)
@@ -107,15 +104,10 @@ class BatchStepsOperator(BaseOperator):
         if "begin" not in self.batch_slice:
             run.txid = txid_of(context, self.begin_task_id)
         task = self.batch_task()
-        with task.batch_steps() as steps:
-            wait = task.drive(context, steps, self.batch_slice, run, start=start)
-            topology_name = steps.topology.name
-        if wait is not None:
-            self.defer(
-                trigger=task.turn_trigger(context, topology_name, wait),
-                method_name="execute_complete",
-                kwargs={"step": wait.step},
-            )
+        deferral = task.run_slice(context, self.batch_slice, run, start=start)
+        if deferral is not None:
+            trigger, step = deferral
+            self.defer(trigger=trigger, method_name="execute_complete", kwargs={"step": step})
         return run.summary
 
     def on_kill(self) -> None:

@@ -15,7 +15,6 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 
 from airflow_trident.batch.driver import BatchRun
 from airflow_trident.batch.routes import BySubmit, Route
-from airflow_trident.hooks import config as trident_config
 from airflow_trident.hooks.config import spark_read_here_bytes, spark_read_here_records
 from airflow_trident.hooks.spark import (
     SPARK_JOB,
@@ -31,7 +30,12 @@ from airflow_trident.hooks.spark import (
 from airflow_trident.operators.lineage import task_lineage
 from airflow_trident.operators.metrics import RECORDING
 from airflow_trident.tasks.base import txid_of
-from airflow_trident.tasks.batch_task import BatchTask, Recording, TaskArguments
+from airflow_trident.tasks.batch_task import (
+    BatchTask,
+    Recording,
+    held_task,
+    rendered,
+)
 
 __all__ = ["SPARK_JOB", "ProcessBatchOperator"]
 
@@ -92,18 +96,11 @@ class ProcessBatchOperator(SparkSubmitOperator):
         self.emit_wait_s = emit_wait_s
 
     def render_template_fields(self, context: Any, jinja_env: Any = None) -> None:
-        """Render the templated fields, then resolve a staging root the DAG did not give
-        (``[trident] staging_root``, ...: :func:`~airflow_trident.hooks.config.staging_root`):
-        here, in the task, never when the DAG file is parsed."""
-        super().render_template_fields(context, jinja_env)
-        self.staging_root = trident_config.staging_root(self.staging_root)
+        rendered(self, super().render_template_fields, context, jinja_env)
 
     def batch_task(self) -> BatchTask:
-        """This task's task object, for its rendered arguments (kept while they hold)."""
-        self._batch_task = BatchTask.for_arguments(
-            TaskArguments.of(self), log=self.log, recording=self.recording, held=self._batch_task
-        )
-        return self._batch_task
+        """This task's task object (:func:`~airflow_trident.tasks.batch_task.held_task`)."""
+        return held_task(self)
 
     def execute(self, context: Any) -> dict[str, Any]:  # type: ignore[override]
         txid = txid_of(context, self.begin_task_id)

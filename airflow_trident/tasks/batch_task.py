@@ -58,6 +58,7 @@ from airflow_trident.batch.driver import BatchRun, Defer, Handler, Resume
 from airflow_trident.batch.order import StallWatch, await_commit_turn
 from airflow_trident.batch.routes import BySubmit, CommitRoute, Route, commit_by, process_by
 from airflow_trident.batch.steps import BatchSteps
+from airflow_trident.hooks import config
 from airflow_trident.hooks.dagruns import dagrun_states
 from airflow_trident.hooks.spark import JobSubmitter, connect_route
 from airflow_trident.hooks.trident import BatchReadiness, TridentHook
@@ -65,7 +66,15 @@ from airflow_trident.tasks.base import no_retry_when_stalled, run_id_of
 from airflow_trident.tasks.begin import begin_batch
 from airflow_trident.triggers.zookeeper import CommittedTxidTrigger
 
-__all__ = ["ANNOUNCED", "NO_RECORDING", "BatchTask", "Recording", "TaskArguments"]
+__all__ = [
+    "ANNOUNCED",
+    "NO_RECORDING",
+    "BatchTask",
+    "Recording",
+    "TaskArguments",
+    "held_task",
+    "rendered",
+]
 
 ANNOUNCED = "begin"
 """The XCom key where a slice that begins and commits keeps its summary before the commit's
@@ -372,6 +381,17 @@ class BatchTask:
         outcome = driver.drive(batch_slice, handlers, run, start=start)
         return outcome if isinstance(outcome, Defer) else None
 
+    def run_slice(
+        self, context: Any, batch_slice: Sequence[str], run: BatchRun, *, start: str | None = None
+    ) -> tuple[CommittedTxidTrigger, str] | None:
+        """:meth:`drive` ``batch_slice`` on the topology's steps, connected for it; when a step
+        must wait for txid-1's commit in the triggerer, the trigger to defer on and the step to
+        drive again from, else ``None``."""
+        with self.batch_steps() as steps:
+            wait = self.drive(context, steps, batch_slice, run, start=start)
+            name = steps.topology.name
+        return None if wait is None else (self.turn_trigger(context, name, wait), wait.step)
+
     def _start(
         self, context: Any, steps: BatchSteps, batch_slice: Sequence[str], run: BatchRun
     ) -> str:
@@ -478,3 +498,24 @@ def _txid(run: BatchRun) -> int:
         msg = "the batch's txid is not known yet"
         raise RuntimeError(msg)
     return run.txid
+
+
+def held_task(adapter: Any) -> BatchTask:
+    """The task object of ``adapter`` (an operator or a sensor with the batch's arguments as
+    attributes, its ``log``, ``recording`` and ``_batch_task``) for its rendered arguments:
+    the one it holds while they are the same, else a new one, which it then holds."""
+    adapter._batch_task = BatchTask.for_arguments(
+        TaskArguments.of(adapter), log=adapter.log, recording=adapter.recording,
+        held=adapter._batch_task,
+    )  # fmt: skip
+    task: BatchTask = adapter._batch_task
+    return task
+
+
+def rendered(adapter: Any, render: Callable[[Any, Any], None], context: Any, env: Any) -> None:
+    """Render ``adapter``'s templated fields (``render``: its Airflow base's
+    ``render_template_fields``), then resolve a staging root the DAG did not give (``[trident]
+    staging_root``, ...: :func:`~airflow_trident.hooks.config.staging_root`): in the task, never
+    when the DAG file is parsed."""
+    render(context, env)
+    adapter.staging_root = config.staging_root(adapter.staging_root)

@@ -40,9 +40,14 @@ from airflow.sdk.exceptions import AirflowSkipException
 
 from airflow_trident.batch.driver import BatchRun
 from airflow_trident.batch.layouts import LAYOUTS, Layout
-from airflow_trident.hooks import config
 from airflow_trident.tasks.base import default_deferrable, moved
-from airflow_trident.tasks.batch_task import NO_RECORDING, BatchTask, Recording, TaskArguments
+from airflow_trident.tasks.batch_task import (
+    NO_RECORDING,
+    BatchTask,
+    Recording,
+    held_task,
+    rendered,
+)
 from airflow_trident.triggers.zookeeper import BatchReadyTrigger
 
 __all__ = ["BatchStepsSensor", "blocking_fix"]
@@ -138,18 +143,11 @@ class BatchStepsSensor(BaseSensorOperator):
         self.deferrable = default_deferrable() if deferrable is None else deferrable
 
     def render_template_fields(self, context: Any, jinja_env: Any = None) -> None:
-        """Render the templated fields, then resolve a staging root the DAG did not give
-        (``[trident] staging_root``, ...: :func:`~airflow_trident.hooks.config.staging_root`):
-        here, in the task, never when the DAG file is parsed."""
-        super().render_template_fields(context, jinja_env)
-        self.staging_root = config.staging_root(self.staging_root)
+        rendered(self, super().render_template_fields, context, jinja_env)
 
     def batch_task(self) -> BatchTask:
-        """This task's task object, for its rendered arguments (kept while they hold)."""
-        self._batch_task = BatchTask.for_arguments(
-            TaskArguments.of(self), log=self.log, recording=self.recording, held=self._batch_task
-        )
-        return self._batch_task
+        """This task's task object (:func:`~airflow_trident.tasks.batch_task.held_task`)."""
+        return held_task(self)
 
     def _ready(self) -> bool:
         with self.batch_task().readiness() as readiness:
@@ -167,15 +165,10 @@ class BatchStepsSensor(BaseSensorOperator):
             return None  # readiness alone
         task = self.batch_task()
         run = run or BatchRun()
-        with task.batch_steps() as steps:
-            wait = task.drive(context, steps, self.batch_slice, run, start=start)
-            topology_name = steps.topology.name
-        if wait is not None:
-            self.defer(
-                trigger=task.turn_trigger(context, topology_name, wait),
-                method_name="commit_complete",
-                kwargs={"step": wait.step},
-            )
+        deferral = task.run_slice(context, self.batch_slice, run, start=start)
+        if deferral is not None:
+            trigger, step = deferral
+            self.defer(trigger=trigger, method_name="commit_complete", kwargs={"step": step})
         return run.summary
 
     def commit_complete(

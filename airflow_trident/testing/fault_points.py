@@ -55,11 +55,10 @@ import os
 import signal
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
-from airflow_trident.attempt import TransactionAttempt
 from airflow_trident.coordination.protocol import (
     FLAT_NAMES,
     CoordinatorStoreProtocol,
@@ -68,7 +67,6 @@ from airflow_trident.coordination.protocol import (
 )
 from airflow_trident.errors import TridentError
 from airflow_trident.operation.base import Function
-from airflow_trident.spout.base import Collector
 from airflow_trident.spout.tx_state import PartitionState
 from airflow_trident.state.base import State
 from airflow_trident.tuple import TridentCollector, TridentTuple
@@ -78,6 +76,7 @@ __all__ = [
     "FaultInjector",
     "FaultPoints",
     "FaultyOpaqueSpout",
+    "FaultySpout",
     "FaultyPartitionState",
     "FaultyState",
     "FaultyStateFactory",
@@ -199,7 +198,8 @@ class FaultPoints:
     (``before`` and ``after`` the call); the one proxy every wrapper here is made of.
 
     ``passthrough`` names methods called without a fault point, ``hidden`` attributes the code
-    under test must not see. Other attributes (values, ``_private`` ones) pass through.
+    under test must not see; ``points``, when given, the only methods that are fault points,
+    each with its point's name. Other attributes (values, ``_private`` ones) pass through.
 
     >>> injector = FaultInjector()
     >>> words = FaultPoints(["a"], injector, "words")
@@ -215,12 +215,14 @@ class FaultPoints:
         *,
         passthrough: frozenset[str] = frozenset(),
         hidden: frozenset[str] = frozenset(),
+        points: Mapping[str, str] | None = None,
     ) -> None:
         self.inner = inner
         self.injector = injector
         self._prefix = prefix
         self._passthrough = passthrough
         self._hidden = hidden
+        self._points = points
 
     def __getattr__(self, name: str) -> Any:
         if name in self.__dict__.get("_hidden", ()):
@@ -231,7 +233,9 @@ class FaultPoints:
         value = getattr(self.inner, name)
         if not callable(value) or name.startswith("_") or name in self._passthrough:
             return value
-        point = f"{self._prefix}.{name}"
+        point = f"{self._prefix}.{name}" if self._points is None else self._points.get(name)
+        if point is None:
+            return value
 
         def hooked(*args: Any, **kwargs: Any) -> Any:
             return self.injector.around(point, lambda: value(*args, **kwargs))
@@ -371,111 +375,36 @@ class FaultyStateFactory:
         return f"FaultyStateFactory({self.inner!r})"
 
 
-class _FaultyCollectorMixin:
-    injector: FaultInjector
-
-    def _emit(self, call: Callable[[], Any]) -> Any:
-        return self.injector.around("spout.emit", call)
+_EMITS = {"emit_partition_batch": "spout.emit", "emit_partition_batch_new": "spout.emit"}
+_EMITTERS = frozenset({"get_partitioned_emitter", "get_opaque_emitter"})
 
 
-class _FaultyTransactionalEmitter(_FaultyCollectorMixin):
-    def __init__(self, inner: Any, injector: FaultInjector) -> None:
-        self.inner = inner
-        self.injector = injector
-
-    def get_ordered_partitions(self, all_partition_info: Any) -> Sequence[str]:
-        partitions: Sequence[str] = self.inner.get_ordered_partitions(all_partition_info)
-        return partitions
-
-    def emit_partition_batch_new(
-        self,
-        attempt: TransactionAttempt,
-        collector: Collector,
-        partition: str,
-        last_partition_meta: Any,
-    ) -> Any:
-        return self._emit(
-            lambda: self.inner.emit_partition_batch_new(
-                attempt, collector, partition, last_partition_meta
-            )
-        )
-
-    def emit_partition_batch(
-        self, attempt: TransactionAttempt, collector: Collector, partition: str, partition_meta: Any
-    ) -> None:
-        self._emit(
-            lambda: self.inner.emit_partition_batch(attempt, collector, partition, partition_meta)
-        )
-
-    def close(self) -> None:
-        self.inner.close()
-
-
-class FaultyTransactionalSpout:
-    """A partitioned transactional spout whose emitter is a fault point ``spout.emit``."""
+class FaultySpout(FaultPoints):
+    """A partitioned spout, transactional or opaque, whose emitter's emits are the fault point
+    ``spout.emit``; everything else is the wrapped spout's."""
 
     def __init__(self, inner: Any, injector: FaultInjector) -> None:
-        self.inner = inner
-        self.injector = injector
+        super().__init__(inner, injector, "spout", points={})
 
     @property
     def output_fields(self) -> tuple[str, ...]:
         return tuple(self.inner.output_fields)
 
-    def get_partitioned_coordinator(self) -> Any:
-        return self.inner.get_partitioned_coordinator()
-
-    def get_partitioned_emitter(self) -> _FaultyTransactionalEmitter:
-        return _FaultyTransactionalEmitter(self.inner.get_partitioned_emitter(), self.injector)
-
-
-class _FaultyOpaqueEmitter(_FaultyCollectorMixin):
-    def __init__(self, inner: Any, injector: FaultInjector) -> None:
-        self.inner = inner
-        self.injector = injector
-
-    def get_ordered_partitions(self, all_partition_info: Any) -> Sequence[str]:
-        partitions: Sequence[str] = self.inner.get_ordered_partitions(all_partition_info)
-        return partitions
-
-    def emit_partition_batch(
-        self,
-        attempt: TransactionAttempt,
-        collector: Collector,
-        partition: str,
-        last_partition_meta: Any,
-    ) -> Any:
-        return self._emit(
-            lambda: self.inner.emit_partition_batch(
-                attempt, collector, partition, last_partition_meta
-            )
-        )
-
-    def close(self) -> None:
-        self.inner.close()
+    def __getattr__(self, name: str) -> Any:
+        value = super().__getattr__(name)
+        if name not in _EMITTERS:
+            return value
+        injector = self.injector
+        return lambda: FaultPoints(value(), injector, "spout", points=_EMITS)
 
 
-class FaultyOpaqueSpout:
-    """An opaque partitioned spout whose emitter is a fault point ``spout.emit``."""
-
-    def __init__(self, inner: Any, injector: FaultInjector) -> None:
-        self.inner = inner
-        self.injector = injector
-
-    @property
-    def output_fields(self) -> tuple[str, ...]:
-        return tuple(self.inner.output_fields)
-
-    def get_opaque_coordinator(self) -> Any:
-        return self.inner.get_opaque_coordinator()
-
-    def get_opaque_emitter(self) -> _FaultyOpaqueEmitter:
-        return _FaultyOpaqueEmitter(self.inner.get_opaque_emitter(), self.injector)
+FaultyTransactionalSpout = FaultySpout
+"""A partitioned transactional spout's fault-point wrapper (:class:`FaultySpout`)."""
+FaultyOpaqueSpout = FaultySpout
+"""An opaque partitioned spout's fault-point wrapper (:class:`FaultySpout`)."""
 
 
-def faulty_spout(
-    inner: Any, injector: FaultInjector
-) -> FaultyTransactionalSpout | FaultyOpaqueSpout:
+def faulty_spout(inner: Any, injector: FaultInjector) -> FaultySpout:
     """The fault-point wrapper of a partitioned (transactional or opaque) spout.
 
     Raises
@@ -483,10 +412,8 @@ def faulty_spout(
     TypeError
         If ``inner`` is neither kind.
     """
-    if hasattr(inner, "get_partitioned_coordinator"):
-        return FaultyTransactionalSpout(inner, injector)
-    if hasattr(inner, "get_opaque_coordinator"):
-        return FaultyOpaqueSpout(inner, injector)
+    if hasattr(inner, "get_partitioned_coordinator") or hasattr(inner, "get_opaque_coordinator"):
+        return FaultySpout(inner, injector)
     msg = f"{inner!r} is not a partitioned transactional or opaque spout"
     raise TypeError(msg)
 
