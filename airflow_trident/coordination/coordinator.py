@@ -26,6 +26,7 @@ from airflow_trident.names import validate_name
 from airflow_trident.spout.base import ListCollector, TridentSpout, emit_error
 from airflow_trident.spout.executor import OpaqueBatches
 from airflow_trident.spout.lag import Lag, lag_after, reports_lag
+from airflow_trident.spout.tx_state import TransactionWrite
 from airflow_trident.state.base import StateType
 
 __all__ = ["BatchPlan", "CommitResult", "TransactionalCoordinator"]
@@ -192,19 +193,24 @@ class TransactionalCoordinator:
             )
             raise CommitOrderError(msg)
         opaque = self._opaque_partitions(plan)
-        apply_batch()
-        writes: dict[str, Any] = {}
-        local: list[tuple[OpaqueBatches, str, Any]] = []
+        # prepared before the states are written: committed metadata too large for ZooKeeper
+        # is refused here, with nothing applied
+        prepared: list[TransactionWrite] = []
+        local: list[tuple[OpaqueBatches, dict[str, Any]]] = []
         for executor, parts in opaque.values():
-            for partition, value in parts.items():
-                path = executor.state.committed_path(partition)
-                if path is None:
-                    local.append((executor, partition, value))
-                else:
-                    writes[path] = value
-        self.store.commits.commit(txid, token=token or uuid.uuid4().hex, writes=writes)
-        for executor, partition, value in local:
-            executor.state.put_committed(partition, value)
+            write = executor.state.committed_write(parts) if parts else None
+            if write is not None:
+                prepared.append(write)
+            elif parts:
+                local.append((executor, parts))
+        apply_batch()
+        token = token or uuid.uuid4().hex
+        if prepared:
+            self.store.commits.commit(txid, token=token, writes={}, prepared=prepared)
+        else:
+            self.store.commits.commit(txid, token=token, writes={})
+        for executor, parts in local:
+            executor.state.put_committed_many(parts)
         partitions = {name: parts for name, (_, parts) in opaque.items()}
         return CommitResult(txid, applied=True, committed_partitions=partitions)
 
@@ -283,6 +289,7 @@ class TransactionalCoordinator:
         for name, spout in self.spouts.items():
             if isinstance(spout, OpaqueBatches):
                 meta = plan.metas[name]
-                spout.check_not_stale(plan.txid, meta)
-                found[name] = (spout, spout.committed_metas(plan.txid, meta))
+                with spout.state.cached():  # the txid's and the committed value: read once
+                    spout.check_not_stale(plan.txid, meta)
+                    found[name] = (spout, spout.committed_metas(plan.txid, meta))
         return found

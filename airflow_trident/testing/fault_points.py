@@ -248,12 +248,10 @@ def faulty(
 
 class FaultyPartitionState(FaultPoints):
     """A partitioned spout's metadata store whose every call is a fault point
-    ``partition_state.<method>`` (``committed_path``, a name, is not)."""
+    ``partition_state.<method>`` (``cached``, a read scope, is not)."""
 
     def __init__(self, inner: PartitionState, injector: FaultInjector) -> None:
-        super().__init__(
-            inner, injector, "partition_state", passthrough=frozenset({"committed_path"})
-        )
+        super().__init__(inner, injector, "partition_state", passthrough=frozenset({"cached"}))
 
 
 # Store calls that were never fault points: kept so, so that fault plans armed by hit counts
