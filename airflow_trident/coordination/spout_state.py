@@ -22,7 +22,6 @@ few round trips whatever the partition count.
 from __future__ import annotations
 
 import contextlib
-import copy
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Protocol
 
@@ -46,6 +45,18 @@ from airflow_trident.errors import MetadataError
 __all__ = ["ZkPartitionState"]
 
 _TRIES = 20
+
+
+def _copy(value: Any) -> Any:
+    """A copy of a JSON value (what was read stays as read for the rest of a scope); faster
+    than ``copy.deepcopy`` for the thousands of small values of a batch."""
+    if isinstance(value, dict):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    return value
+
+
 _RACES = (BadVersionError, NodeExistsError, NoNodeError)
 
 
@@ -145,14 +156,14 @@ class ZkPartitionState:
             if not retained or txid < retained[0]:  # rotated away: its newest partitions stay
                 latest = self._base()["latest"]
                 values = {p: e[1] for p, e in latest.items() if e[0] == txid}
-        return {p: copy.deepcopy(values.get(p)) for p in partitions}
+        return {p: _copy(values.get(p)) for p in partitions}
 
     def put(self, partition: str, txid: int, meta: Any) -> None:
         self.put_many(txid, {partition: meta})
 
     def put_many(self, txid: int, metas: Mapping[str, Any]) -> None:
         self._check_layout()
-        added = copy.deepcopy(dict(metas))
+        added = _copy(dict(metas))
         self._update(
             self.txid_path(txid), lambda old: {**old, **added}, f"partition metadata of txid {txid}"
         )
@@ -174,7 +185,7 @@ class ZkPartitionState:
             if node is None:
                 continue
             for partition in [p for p in missing if p in node.value]:
-                found[partition] = (earlier, copy.deepcopy(node.value[partition]))
+                found[partition] = (earlier, _copy(node.value[partition]))
                 missing.discard(partition)
             if not missing:
                 break
@@ -183,7 +194,7 @@ class ZkPartitionState:
             for partition in missing:
                 entry = latest.get(partition)
                 if entry is not None and entry[0] < txid:
-                    found[partition] = (int(entry[0]), copy.deepcopy(entry[1]))
+                    found[partition] = (int(entry[0]), _copy(entry[1]))
         return found
 
     # -- committed (opaque spouts) ---------------------------------------------------------------
@@ -195,14 +206,14 @@ class ZkPartitionState:
         self._check_layout()
         node = self.read(self.committed_node)
         values = {} if node is None else node.value
-        return {p: copy.deepcopy(values.get(p)) for p in partitions}
+        return {p: _copy(values.get(p)) for p in partitions}
 
     def put_committed(self, partition: str, meta: Any) -> None:
         self.put_committed_many({partition: meta})
 
     def put_committed_many(self, metas: Mapping[str, Any]) -> None:
         self._check_layout()
-        added = copy.deepcopy(dict(metas))
+        added = _copy(dict(metas))
         self._update(self.committed_node, lambda old: {**old, **added}, "committed metadata")
 
     def committed_write(self, metas: Mapping[str, Any]) -> CommittedWrite:
@@ -360,7 +371,7 @@ class CommittedWrite:
 
     def __init__(self, state: ZkPartitionState, metas: dict[str, Any]) -> None:
         self._state = state
-        self._metas = copy.deepcopy(metas)
+        self._metas = _copy(metas)
         self._prepared: tuple[StoredNode | None, Packed] | None = self._prepare(
             state.read(state.committed_node)
         )

@@ -140,9 +140,12 @@ class _Coordinator:
 
 
 class _Emitter:
-    def __init__(self, inner: PartitionedEmitter, state: PartitionState) -> None:
+    def __init__(
+        self, inner: PartitionedEmitter, state: PartitionState, pending: dict[int, dict[str, Any]]
+    ) -> None:
         self._inner = inner
         self._state = state
+        self._pending = pending
 
     def emit_batch(self, attempt: TransactionAttempt, meta: Any, collector: Collector) -> None:
         """Re-emit each partition's fixed range of the txid, emit new ones after each
@@ -154,20 +157,36 @@ class _Emitter:
             stored = self._state.get_many(txid, [*partitions, EMITTED])
             new = [p for p in partitions if stored[p] is None]
             lasts = self._previous(new, txid) if new else {}
-            written: dict[str, Any] = {}
-            for partition in partitions:
-                start_partition(collector, partition)
-                fixed = stored[partition]
-                if isinstance(fixed, dict) and fixed.get(_SKIPPED):
-                    continue  # this txid emitted nothing from the partition; a replay neither
-                if fixed is not None:
-                    self._inner.emit_partition_batch(attempt, collector, partition, fixed)
-                    continue
-                last = lasts[partition]
-                got = self._inner.emit_partition_batch_new(attempt, collector, partition, last)
-                written[partition] = {_SKIPPED: True, "last": last} if got is None else got
-            if written or stored[EMITTED] is None:
-                self._state.put_many(txid, {**written, EMITTED: True})
+            written = self._pending.setdefault(txid, {})
+            try:
+                self._emit_each(attempt, collector, partitions, stored, lasts, written)
+                if written or stored[EMITTED] is None:
+                    self._state.put_many(txid, {**written, EMITTED: True})
+            finally:
+                self._pending.pop(txid, None)
+
+    def _emit_each(
+        self,
+        attempt: TransactionAttempt,
+        collector: Collector,
+        partitions: list[str],
+        stored: dict[str, Any],
+        lasts: dict[str, Any],
+        written: dict[str, Any],
+    ) -> None:
+        """Emit each partition; ``written`` gets the new ranges as they are emitted (what the
+        spout's ``progress`` sees of this txid before they are stored)."""
+        for partition in partitions:
+            start_partition(collector, partition)
+            fixed = stored[partition]
+            if isinstance(fixed, dict) and fixed.get(_SKIPPED):
+                continue  # this txid emitted nothing from the partition; a replay neither
+            if fixed is not None:
+                self._inner.emit_partition_batch(attempt, collector, partition, fixed)
+                continue
+            last = lasts[partition]
+            got = self._inner.emit_partition_batch_new(attempt, collector, partition, last)
+            written[partition] = {_SKIPPED: True, "last": last} if got is None else got
 
     def _previous(self, partitions: list[str], txid: int) -> dict[str, Any]:
         """Where each partition's batch of ``txid`` starts: its newest batch before ``txid``,
@@ -210,6 +229,7 @@ class PartitionedTransactionalSpoutExecutor:
     def __init__(self, spout: PartitionedTransactionalSpout, state: PartitionState) -> None:
         self.spout = spout
         self.state = state
+        self._pending: dict[int, dict[str, Any]] = {}  # txid -> ranges emitted, not yet stored
 
     @property
     def output_fields(self) -> tuple[str, ...]:
@@ -224,15 +244,21 @@ class PartitionedTransactionalSpoutExecutor:
         """The metadata of ``partition``'s newest batch emitted before ``txid`` (where its
         next new batch starts); ``None`` before its first."""
         earlier = self.state.latest_before(partition, txid)
+        for emitting, metas in list(self._pending.items()):  # emitted, not yet stored
+            if (
+                emitting < txid
+                and partition in metas
+                and (earlier is None or earlier[0] <= emitting)
+            ):
+                earlier = (emitting, metas[partition])
         if earlier is None:
             return None
-        meta = earlier[1]
-        return meta["last"] if isinstance(meta, dict) and meta.get(_SKIPPED) else meta
+        return _unskipped(earlier[1])
 
     def get_emitter(self) -> Emitter:
         inner = self.spout.get_partitioned_emitter()
         use_progress(inner, self.progress)  # e.g. a schema known from the other partitions
-        return _Emitter(inner, self.state)
+        return _Emitter(inner, self.state, self._pending)
 
     def emitted(self, txid: int) -> bool:
         """Whether batch ``txid`` was emitted (its partition ranges are fixed)."""
