@@ -192,17 +192,11 @@ class TransactionalCoordinator:
                 f"{committed}, so txid {committed + 1} must commit first; nothing was written"
             )
             raise CommitOrderError(msg)
+        # the committed metadata prepared before the states are written: too large for
+        # ZooKeeper is refused here, with nothing applied
         opaque = self._opaque_partitions(plan)
-        # prepared before the states are written: committed metadata too large for ZooKeeper
-        # is refused here, with nothing applied
-        prepared: list[TransactionWrite] = []
-        local: list[tuple[OpaqueBatches, dict[str, Any]]] = []
-        for executor, parts in opaque.values():
-            write = executor.state.committed_write(parts) if parts else None
-            if write is not None:
-                prepared.append(write)
-            elif parts:
-                local.append((executor, parts))
+        prepared = [write for _, _, write in opaque.values() if write is not None]
+        local = [(spout, parts) for spout, parts, write in opaque.values() if write is None]
         apply_batch()
         token = token or uuid.uuid4().hex
         if prepared:
@@ -210,8 +204,9 @@ class TransactionalCoordinator:
         else:
             self.store.commits.commit(txid, token=token, writes={})
         for executor, parts in local:
-            executor.state.put_committed_many(parts)
-        partitions = {name: parts for name, (_, parts) in opaque.items()}
+            if parts:
+                executor.state.put_committed_many(parts)
+        partitions = {name: parts for name, (_, parts, _) in opaque.items()}
         return CommitResult(txid, applied=True, committed_partitions=partitions)
 
     def success(self, txid: int) -> int:
@@ -284,12 +279,16 @@ class TransactionalCoordinator:
 
     def _opaque_partitions(
         self, plan: BatchPlan
-    ) -> dict[str, tuple[OpaqueBatches, dict[str, Any]]]:
-        found: dict[str, tuple[OpaqueBatches, dict[str, Any]]] = {}
+    ) -> dict[str, tuple[OpaqueBatches, dict[str, Any], TransactionWrite | None]]:
+        """Each opaque spout, the committed metadata its partitions get with ``plan``'s commit,
+        and its writes for the commit transaction (``None``: stored after the commit)."""
+        found: dict[str, tuple[OpaqueBatches, dict[str, Any], TransactionWrite | None]] = {}
         for name, spout in self.spouts.items():
             if isinstance(spout, OpaqueBatches):
                 meta = plan.metas[name]
                 with spout.state.cached():  # the txid's and the committed value: read once
                     spout.check_not_stale(plan.txid, meta)
-                    found[name] = (spout, spout.committed_metas(plan.txid, meta))
+                    parts = spout.committed_metas(plan.txid, meta)
+                    write = spout.state.committed_write(parts) if parts else None
+                found[name] = (spout, parts, write)
         return found

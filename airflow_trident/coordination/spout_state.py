@@ -13,7 +13,9 @@ Under ``/<root>/<topology>/spout_state/<spout>/``:
   partition and txid under ``user/<spout>``, :mod:`~airflow_trident.coordination.
   legacy_spout_state`) was copied here; the old nodes are deleted once rotation passes ``n``.
 
-Every value may be compressed and chunked (:mod:`~airflow_trident.coordination.packed`); every
+Values handed out are shared with the scope's cache (copying thousands of small values cost more
+than the round trips saved): callers read them, never change them in place. Every value may be
+compressed and chunked (:mod:`~airflow_trident.coordination.packed`); every
 write is a compare-and-set on the version read (a lost race re-reads and merges again). Inside
 :meth:`ZkPartitionState.cached` a value is read once: a batch's begin, emit or commit costs a
 few round trips whatever the partition count.
@@ -45,16 +47,6 @@ from airflow_trident.errors import MetadataError
 __all__ = ["ZkPartitionState"]
 
 _TRIES = 20
-
-
-def _copy(value: Any) -> Any:
-    """A copy of a JSON value (what was read stays as read for the rest of a scope); faster
-    than ``copy.deepcopy`` for the thousands of small values of a batch."""
-    if isinstance(value, dict):
-        return {k: _copy(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_copy(v) for v in value]
-    return value
 
 
 _RACES = (BadVersionError, NodeExistsError, NoNodeError)
@@ -156,14 +148,14 @@ class ZkPartitionState:
             if not retained or txid < retained[0]:  # rotated away: its newest partitions stay
                 latest = self._base()["latest"]
                 values = {p: e[1] for p, e in latest.items() if e[0] == txid}
-        return {p: _copy(values.get(p)) for p in partitions}
+        return {p: values.get(p) for p in partitions}
 
     def put(self, partition: str, txid: int, meta: Any) -> None:
         self.put_many(txid, {partition: meta})
 
     def put_many(self, txid: int, metas: Mapping[str, Any]) -> None:
         self._check_layout()
-        added = _copy(dict(metas))
+        added = dict(metas)
         self._update(
             self.txid_path(txid), lambda old: {**old, **added}, f"partition metadata of txid {txid}"
         )
@@ -185,7 +177,7 @@ class ZkPartitionState:
             if node is None:
                 continue
             for partition in [p for p in missing if p in node.value]:
-                found[partition] = (earlier, _copy(node.value[partition]))
+                found[partition] = (earlier, node.value[partition])
                 missing.discard(partition)
             if not missing:
                 break
@@ -194,7 +186,7 @@ class ZkPartitionState:
             for partition in missing:
                 entry = latest.get(partition)
                 if entry is not None and entry[0] < txid:
-                    found[partition] = (int(entry[0]), _copy(entry[1]))
+                    found[partition] = (int(entry[0]), entry[1])
         return found
 
     # -- committed (opaque spouts) ---------------------------------------------------------------
@@ -206,14 +198,14 @@ class ZkPartitionState:
         self._check_layout()
         node = self.read(self.committed_node)
         values = {} if node is None else node.value
-        return {p: _copy(values.get(p)) for p in partitions}
+        return {p: values.get(p) for p in partitions}
 
     def put_committed(self, partition: str, meta: Any) -> None:
         self.put_committed_many({partition: meta})
 
     def put_committed_many(self, metas: Mapping[str, Any]) -> None:
         self._check_layout()
-        added = _copy(dict(metas))
+        added = dict(metas)
         self._update(self.committed_node, lambda old: {**old, **added}, "committed metadata")
 
     def committed_write(self, metas: Mapping[str, Any]) -> CommittedWrite:
@@ -371,7 +363,7 @@ class CommittedWrite:
 
     def __init__(self, state: ZkPartitionState, metas: dict[str, Any]) -> None:
         self._state = state
-        self._metas = _copy(metas)
+        self._metas = dict(metas)
         self._prepared: tuple[StoredNode | None, Packed] | None = self._prepare(
             state.read(state.committed_node)
         )
