@@ -27,7 +27,7 @@ restart a private server, or ``SIGKILL`` the process (:func:`kill_this_process`)
 
 Not fault points (as they never were): the store's ``runs_of_txid``, ``bind_new_run``,
 ``attempt_started_at``, ``mark_commit_started`` and ``commit_shape``, a partition state's
-``committed_path`` and a state's ``rollback``.
+``cached`` (a read scope) and a state's ``rollback``.
 
 Examples
 --------
