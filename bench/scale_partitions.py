@@ -6,11 +6,14 @@ Usage::
     eval "$(bash scripts/services.sh env)"
     flock /tmp/heavy.lock .venv/bin/python bench/scale_partitions.py [--rounds 7]
         [--small 4] [--large 2048] [--records 8192] [--kind transactional|opaque]
+        [--source memory|file-log]
 
-Two topologies, each a partitioned memory spout (``--kind``) feeding a grouped count in memory
-state, run their batches in-process through :class:`~airflow_trident.batch.steps.BatchSteps` on
-the real ZooKeeper (``TRIDENT_ZK_HOSTS``), each batch bound to a run id. The same ``--records``
-are spread over ``--small`` or ``--large`` partitions. After a warm-up batch each, rounds
+Two topologies, each a partitioned spout (``--kind``; ``--source``: the memory spout, or the
+file log over one JSON-lines file per partition and batch in a temporary directory) feeding a
+grouped count in memory state, run their batches in-process through
+:class:`~airflow_trident.batch.steps.BatchSteps` on the real ZooKeeper (``TRIDENT_ZK_HOSTS``),
+each batch bound to a run id. The same ``--records`` are spread over ``--small`` or ``--large``
+partitions. After a warm-up batch each, rounds
 alternate between the sizes; every batch's phases are timed (begin, emit, process, commit,
 success) and its ZooKeeper requests and bytes written counted (a multi-op transaction is one
 request). Printed per size: the median and the spread (min-max) of each, the largest znode of
@@ -21,13 +24,17 @@ the topology afterwards; then ``ratio_<what>=`` lines of large against small, th
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import shutil
 import statistics
 import sys
+import tempfile
 import time
 import uuid
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.harness
 
@@ -39,6 +46,7 @@ from airflow_trident.coordination.client import ZkConfig, connect
 from airflow_trident.coordination.paths import CoordinatorPaths
 from airflow_trident.coordination.store import CoordinatorStore
 from airflow_trident.operation import Count
+from airflow_trident.spout.file_log import FileLogSpout, OpaqueFileLogSpout
 from airflow_trident.spout.memory import MemoryOpaqueSpout, MemoryTransactionalSpout
 from airflow_trident.state.memory import memory_state
 from airflow_trident.topology import TridentTopology
@@ -49,18 +57,39 @@ PHASES = ("begin", "emit", "process", "commit", "success")
 COORDINATOR = ("begin", "commit", "success")
 
 
-def topology(store: CoordinatorStore, partitions: int, records: int, batches: int,
-             kind: str) -> BatchSteps:  # fmt: skip
+def file_log(root: Path, rows: dict[str, list[tuple[str]]], take: int, kind: str) -> Any:
+    """A file log of ``rows``: one file of ``take`` lines per partition and batch."""
+    for partition, words in rows.items():
+        (root / partition).mkdir(parents=True)
+        for b in range(0, len(words), take):
+            lines = "".join(json.dumps({"word": w}) + "\n" for (w,) in words[b : b + take])
+            (root / partition / f"{b // take:06d}.jsonl").write_text(lines)
+    spout_class = OpaqueFileLogSpout if kind == "opaque" else FileLogSpout
+    return spout_class(root, ["word"], max_files=1)
+
+
+def topology(
+    store: CoordinatorStore,
+    partitions: int,
+    records: int,
+    batches: int,
+    kind: str,
+    source: str = "memory",
+    work: Path | None = None,
+) -> BatchSteps:
     take = max(1, records // partitions)
     rows = {
         f"p{i:05d}": [(f"w{(i + j) % 97}",) for j in range(take * batches)]
         for i in range(partitions)
     }
-    spout_class = MemoryOpaqueSpout if kind == "opaque" else MemoryTransactionalSpout
+    if source == "file-log":
+        assert work is not None
+        spout = file_log(work / f"log{partitions}", rows, take, kind)
+    else:
+        spout_class = MemoryOpaqueSpout if kind == "opaque" else MemoryTransactionalSpout
+        spout = spout_class(rows, ["word"], take)
     t = TridentTopology(store.paths.topology)
-    t.new_stream("words", spout_class(rows, ["word"], take)).group_by(
-        ["word"]
-    ).persistent_aggregate(
+    t.new_stream("words", spout).group_by(["word"]).persistent_aggregate(
         memory_state(f"{store.paths.topology}_n", kind), Count(), ["n"], name="counts"
     )
     return BatchSteps(t, store)
@@ -130,6 +159,7 @@ def main() -> int:
     parser.add_argument("--large", type=int, default=2048)
     parser.add_argument("--records", type=int, default=8192)
     parser.add_argument("--kind", choices=("transactional", "opaque"), default="transactional")
+    parser.add_argument("--source", choices=("memory", "file-log"), default="memory")
     args = parser.parse_args()
     hosts = os.environ.get("TRIDENT_ZK_HOSTS")
     if not hosts:
@@ -145,15 +175,19 @@ def main() -> int:
     batches = args.rounds + 2
     seen: dict[int, dict[str, list[float]]] = {n: defaultdict(list) for n in sizes}
     first: dict[int, float] = {}
+    work = Path(tempfile.mkdtemp(prefix="trident-scale-partitions-"))
     try:
-        steps = {n: topology(stores[n], n, args.records, batches, args.kind) for n in sizes}
+        steps = {
+            n: topology(stores[n], n, args.records, batches, args.kind, args.source, work)
+            for n in sizes
+        }
         for n in sizes:  # warm-up: the first batch of each
             first[n] = one_batch(steps[n], "warm-up", counter)["batch"]
         for r in range(args.rounds):
             for n in sizes if r % 2 == 0 else reversed(sizes):
                 for key, value in one_batch(steps[n], f"round-{r}", counter).items():
                     seen[n][key].append(value)
-        print(f"{args.kind} memory spout, {args.records:,} records per batch, "
+        print(f"{args.kind} {args.source} spout, {args.records:,} records per batch, "
               f"{args.rounds} alternating rounds after a warm-up batch each")  # fmt: skip
         largest: dict[int, int] = {}
         for n in sizes:
@@ -172,6 +206,7 @@ def main() -> int:
             print(f"ratio_{key.replace(' ', '_')}={ratio:.2f}")
         print(f"ratio={statistics.median(large['batch']) / statistics.median(small['batch']):.2f}")
     finally:
+        shutil.rmtree(work, ignore_errors=True)
         for store in stores.values():
             store.delete_all()
         client.stop()

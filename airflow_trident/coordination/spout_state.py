@@ -189,6 +189,18 @@ class ZkPartitionState:
                     found[partition] = (int(entry[0]), entry[1])
         return found
 
+    def newest_by_partition(self) -> dict[str, tuple[int, Any]]:
+        """Every partition -> ``(txid, metadata)`` of its newest txid: ``base``, then every
+        kept txid's value (one read each)."""
+        self._check_layout()
+        with self.cached():
+            newest = {p: (int(e[0]), e[1]) for p, e in self._base()["latest"].items()}
+            for txid in self._txids():
+                node = self.read(self.txid_path(txid))
+                for partition, meta in ({} if node is None else node.value).items():
+                    newest[partition] = (txid, meta)
+        return newest
+
     # -- committed (opaque spouts) ---------------------------------------------------------------
 
     def get_committed(self, partition: str) -> Any:
@@ -199,6 +211,12 @@ class ZkPartitionState:
         node = self.read(self.committed_node)
         values = {} if node is None else node.value
         return {p: values.get(p) for p in partitions}
+
+    def committed_all(self) -> dict[str, Any]:
+        """Every partition's committed metadata."""
+        self._check_layout()
+        node = self.read(self.committed_node)
+        return {} if node is None else dict(node.value)
 
     def put_committed(self, partition: str, meta: Any) -> None:
         self.put_committed_many({partition: meta})

@@ -79,6 +79,12 @@ class PartitionState(Protocol):
     def cached(self) -> AbstractContextManager[None]:
         """A scope in which what was read is read once (one batch step)."""
 
+    def newest_by_partition(self) -> dict[str, tuple[int, Any]]:
+        """Every partition -> ``(txid, metadata)`` of its newest txid (the status's lag)."""
+
+    def committed_all(self) -> dict[str, Any]:
+        """Every partition -> its committed metadata (opaque spouts)."""
+
 
 class MemoryPartitionState:
     """:class:`PartitionState` in a dict (tests and in-process runs without ZooKeeper)."""
@@ -136,3 +142,13 @@ class MemoryPartitionState:
 
     def cached(self) -> AbstractContextManager[None]:
         return contextlib.nullcontext()
+
+    def newest_by_partition(self) -> dict[str, tuple[int, Any]]:
+        with self._lock:
+            return {
+                p: (max(by), copy.deepcopy(by[max(by)])) for p, by in self._by_txid.items() if by
+            }
+
+    def committed_all(self) -> dict[str, Any]:
+        with self._lock:
+            return copy.deepcopy(self._committed)

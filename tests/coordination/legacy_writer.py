@@ -117,6 +117,12 @@ class LegacyPartitionState:
     def cached(self) -> Iterator[None]:
         yield
 
+    def newest_by_partition(self) -> dict[str, tuple[int, Any]]:
+        raise NotImplementedError  # the old release's status read the nodes itself
+
+    def committed_all(self) -> dict[str, Any]:
+        raise NotImplementedError
+
 
 class _PathWrites:
     """What the old coordinator's commit did with ``committed_path``: one create or set per
