@@ -135,3 +135,47 @@ def test_requests_do_not_grow_with_partitions(
             client.close()
     requests = {p: r for p, (r, _) in found.items()}
     assert requests[MANY] <= requests[4] + 2, requests
+
+
+class _AskingCoordinator:
+    """A coordinator that asks every partition's progress at begin (as Kafka's does, for where
+    its watermarks start)."""
+
+    def __init__(self, partitions: list[str]) -> None:
+        self.partitions = partitions
+        self.progress: Any = None
+        self.asked: list[Any] = []
+
+    def use_progress(self, progress: Any) -> None:
+        self.progress = progress
+
+    def get_partitions_for_batch(self) -> Any:
+        self.asked = [self.progress(p, 10**9) for p in self.partitions]
+        return {"partitions": self.partitions}
+
+    def is_ready(self, txid: int) -> bool:
+        return True
+
+    def close(self) -> None:
+        return None
+
+
+class AskingSpout(MemoryTransactionalSpout):
+    def get_partitioned_coordinator(self) -> Any:
+        return _AskingCoordinator(sorted(self.data))
+
+
+@pytest.mark.parametrize("partitions", [4, MANY])
+def test_progress_of_every_partition_at_begin_is_two_requests(
+    zk_store: CoordinatorStore, partitions: int
+) -> None:
+    rows = data(partitions, 3)
+    steps = steps_for(zk_store, AskingSpout(rows, ["word"], 1), "asking")
+    for i in (1, 2):
+        steps.run_batch(f"r{i}")
+    coordinator = steps.coordinator._coordinators["words"]
+    counter = RequestCounter(zk_store.client)
+    coordinator.initialize_transaction(3, None, None)
+    assert counter.reset()[0] == 2  # the txids' listing, the newest txid's value
+    inner = coordinator._inner
+    assert inner.asked == [{"offset": 1, "count": 1}] * partitions
