@@ -34,6 +34,7 @@ __all__ = [
     "MalformedRecordError",
     "MetadataError",
     "MetadataNotSerializableError",
+    "MetadataTooLargeError",
     "MissingConnectionError",
     "NotExactlyOnceError",
     "StateBehindError",
@@ -90,6 +91,11 @@ class MetadataError(TridentError):
 
 class MetadataNotSerializableError(MetadataError, TypeError):
     """Batch metadata that is not JSON-serialisable (nothing was written)."""
+
+
+class MetadataTooLargeError(MetadataError):
+    """Batch metadata too large for ZooKeeper even compressed and chunked (nothing of it was
+    written); the message names its size, its partitions, the limit and the way out."""
 
 
 class StateError(TridentError):

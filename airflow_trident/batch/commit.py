@@ -8,8 +8,9 @@ this phase gives it the writes: here, one state commit per staged partition
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, Protocol
 
 from airflow_trident.batch.begin import Begin
@@ -136,7 +137,9 @@ class Commit:
             commit_phase.update(self.apply_commit_phase(txid, new_values, revert=revert))
 
         try:
-            outcome = self.ctx.coordinator.commit_applied_by(plan, apply_batch)
+            with self._partitions_read_once():  # not around a re-processing: it writes them
+                outcome = self.ctx.coordinator.commit_applied_by(plan, apply_batch)
+                summary, archive = self._summary(plan, manifest, applied=outcome.applied)
         except StaleBatchError as exc:
             if not reprocess_stale:
                 raise
@@ -147,7 +150,6 @@ class Commit:
                     self.begin.plan(txid), applier.manifest(), applier, reprocess_stale=False
                 )
             return self.commit(txid, applier=applier, reprocess_stale=False)
-        summary, archive = self._summary(plan, manifest, applied=outcome.applied)
         summary["keys_written"].update(commit_phase)
         if outcome.applied and self.ctx.ledger is not None:
             self.ctx.ledger.record(summary, archive)
@@ -157,6 +159,17 @@ class Commit:
         )
         log.info("txid %d committed: %s", txid, summary)
         return summary
+
+    @contextlib.contextmanager
+    def _partitions_read_once(self) -> Iterator[None]:
+        """The partitioned spouts' metadata read once for the commit step (the stale check, the
+        committed value and the batch archive read the same values)."""
+        with contextlib.ExitStack() as stack:
+            for spout in self.ctx.coordinator.spouts.values():
+                cached = getattr(getattr(spout, "state", None), "cached", None)
+                if callable(cached):
+                    stack.enter_context(cached())
+            yield
 
     def apply_commit_phase(
         self,

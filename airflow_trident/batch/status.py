@@ -54,7 +54,6 @@ from airflow_trident.batch.status_report import (
     RunStatus,
     TopologyStatus,
 )
-from airflow_trident.coordination.paths import parse_txid_node, txid_node
 from airflow_trident.coordination.store import CoordinatorStore
 from airflow_trident.graph import spout_shape
 from airflow_trident.names import decode_segment
@@ -350,30 +349,25 @@ class StatusCollector:
         return tuple(found)
 
     def _partition_metas(self, spout: str, *, opaque: bool) -> dict[str, tuple[int, Any] | None]:
-        """Partition -> (txid, metadata) of its newest emitted batch, from ZooKeeper."""
-        root = self.store.paths.user(spout)
+        """Partition -> (txid, metadata) of its newest emitted batch, from ZooKeeper (for an
+        opaque spout: its committed metadata when that is as new)."""
+        state = self.store.partition_state(spout)
         newest: dict[str, tuple[int, Any] | None] = {}
-        for segment in self._children(root):
-            partition = decode_segment(segment)
+        for partition, (txid, value) in state.newest_by_partition().items():
             if partition.startswith("__trident_"):
                 continue  # the executor's own markers
-            children = self._children(f"{root}/{segment}")
-            txids = [t for t in map(parse_txid_node, children) if t is not None]
-            best: tuple[int, Any] | None = None
-            if txids:
-                txid = max(txids)
-                value = self.store.nodes.read_json(f"{root}/{segment}/{txid_node(txid)}")
-                if opaque:
-                    best = (txid, value.get("end") if isinstance(value, dict) else None)
-                elif isinstance(value, dict) and value.get(_SKIPPED):
-                    best = (txid, value.get("last"))
-                else:
-                    best = (txid, value)
-            if opaque and "committed" in children:
-                committed = self.store.nodes.read_json(f"{root}/{segment}/committed") or {}
+            if opaque:
+                newest[partition] = (txid, value.get("end") if isinstance(value, dict) else None)
+            elif isinstance(value, dict) and value.get(_SKIPPED):
+                newest[partition] = (txid, value.get("last"))
+            else:
+                newest[partition] = (txid, value)
+        if opaque:
+            for partition, committed in state.committed_all().items():
+                committed = committed or {}
+                best = newest.get(partition)
                 if best is None or int(committed.get("txid", 0)) >= best[0]:
-                    best = (int(committed.get("txid", 0)), committed.get("meta"))
-            newest[partition] = best
+                    newest[partition] = (int(committed.get("txid", 0)), committed.get("meta"))
         return newest
 
     def _archived_partitions(self, spout: str, txid: int) -> dict[str, tuple[int, Any] | None]:

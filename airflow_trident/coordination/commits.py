@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
@@ -14,6 +14,7 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from airflow_trident.coordination.paths import CoordinatorPaths
 from airflow_trident.coordination.znodes import Znodes, check_results, decode_json, encode_json
 from airflow_trident.errors import CommitConflictError, CommitOrderError
+from airflow_trident.spout.tx_state import TransactionWrite
 
 __all__ = ["CommittedTxid"]
 
@@ -37,12 +38,20 @@ class CommittedTxid:
         return int(decode_json(data)["txid"])
 
     def commit(
-        self, txid: int, *, token: str | None = None, writes: Mapping[str, Any] | None = None
+        self,
+        txid: int,
+        *,
+        token: str | None = None,
+        writes: Mapping[str, Any] | None = None,
+        prepared: Sequence[TransactionWrite] = (),
     ) -> None:
         """Advance the committed txid from ``txid - 1`` to ``txid`` by compare-and-set.
 
-        ``writes`` (path -> JSON value) are stored in the same ZooKeeper transaction: opaque
-        spouts keep the partition metadata of a batch this way, only once it commits. ``token``
+        ``writes`` (path -> JSON value) and ``prepared`` (writes that add themselves, e.g. the
+        committed metadata of every partition of an opaque spout in one value,
+        :meth:`~airflow_trident.coordination.spout_state.ZkPartitionState.committed_write`) are
+        stored in the same ZooKeeper transaction: opaque spouts keep the partition metadata of
+        a batch this way, only once it commits. ``token``
         names this committer, so a retry after a connection loss recognises its own commit.
 
         Raises
@@ -54,10 +63,16 @@ class CommittedTxid:
         """
         token = token or uuid.uuid4().hex
         encoded = {p: encode_json(v, what=f"commit write {p}") for p, v in (writes or {}).items()}
-        self.client.retry(self._inner_commit, txid, token, encoded)
+        self.client.retry(self._inner_commit, txid, token, encoded, tuple(prepared))
         log.info("topology %s: committed txid %d", self.paths.topology, txid)
 
-    def _inner_commit(self, txid: int, token: str, writes: Mapping[str, bytes]) -> None:
+    def _inner_commit(
+        self,
+        txid: int,
+        token: str,
+        writes: Mapping[str, bytes],
+        prepared: tuple[TransactionWrite, ...] = (),
+    ) -> None:
         path = self.paths.committed_txid
         while True:
             self.nodes.ensure(path, {"txid": 0, "token": None})
@@ -87,6 +102,8 @@ class CommittedTxid:
                     tx.create(write_path, value)
                 else:
                     tx.set_data(write_path, value)
+            for write in prepared:
+                write.add_to(self.client, tx)
             failure = check_results(tx.commit())
             if failure is None:
                 return

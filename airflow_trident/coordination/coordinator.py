@@ -26,6 +26,7 @@ from airflow_trident.names import validate_name
 from airflow_trident.spout.base import ListCollector, TridentSpout, emit_error
 from airflow_trident.spout.executor import OpaqueBatches
 from airflow_trident.spout.lag import Lag, lag_after, reports_lag
+from airflow_trident.spout.tx_state import TransactionWrite
 from airflow_trident.state.base import StateType
 
 __all__ = ["BatchPlan", "CommitResult", "TransactionalCoordinator"]
@@ -191,21 +192,21 @@ class TransactionalCoordinator:
                 f"{committed}, so txid {committed + 1} must commit first; nothing was written"
             )
             raise CommitOrderError(msg)
+        # the committed metadata prepared before the states are written: too large for
+        # ZooKeeper is refused here, with nothing applied
         opaque = self._opaque_partitions(plan)
+        prepared = [write for _, _, write in opaque.values() if write is not None]
+        local = [(spout, parts) for spout, parts, write in opaque.values() if write is None]
         apply_batch()
-        writes: dict[str, Any] = {}
-        local: list[tuple[OpaqueBatches, str, Any]] = []
-        for executor, parts in opaque.values():
-            for partition, value in parts.items():
-                path = executor.state.committed_path(partition)
-                if path is None:
-                    local.append((executor, partition, value))
-                else:
-                    writes[path] = value
-        self.store.commits.commit(txid, token=token or uuid.uuid4().hex, writes=writes)
-        for executor, partition, value in local:
-            executor.state.put_committed(partition, value)
-        partitions = {name: parts for name, (_, parts) in opaque.items()}
+        token = token or uuid.uuid4().hex
+        if prepared:
+            self.store.commits.commit(txid, token=token, writes={}, prepared=prepared)
+        else:
+            self.store.commits.commit(txid, token=token, writes={})
+        for executor, parts in local:
+            if parts:
+                executor.state.put_committed_many(parts)
+        partitions = {name: parts for name, (_, parts, _) in opaque.items()}
         return CommitResult(txid, applied=True, committed_partitions=partitions)
 
     def success(self, txid: int) -> int:
@@ -278,11 +279,16 @@ class TransactionalCoordinator:
 
     def _opaque_partitions(
         self, plan: BatchPlan
-    ) -> dict[str, tuple[OpaqueBatches, dict[str, Any]]]:
-        found: dict[str, tuple[OpaqueBatches, dict[str, Any]]] = {}
+    ) -> dict[str, tuple[OpaqueBatches, dict[str, Any], TransactionWrite | None]]:
+        """Each opaque spout, the committed metadata its partitions get with ``plan``'s commit,
+        and its writes for the commit transaction (``None``: stored after the commit)."""
+        found: dict[str, tuple[OpaqueBatches, dict[str, Any], TransactionWrite | None]] = {}
         for name, spout in self.spouts.items():
             if isinstance(spout, OpaqueBatches):
                 meta = plan.metas[name]
-                spout.check_not_stale(plan.txid, meta)
-                found[name] = (spout, spout.committed_metas(plan.txid, meta))
+                with spout.state.cached():  # the txid's and the committed value: read once
+                    spout.check_not_stale(plan.txid, meta)
+                    parts = spout.committed_metas(plan.txid, meta)
+                    write = spout.state.committed_write(parts) if parts else None
+                found[name] = (spout, parts, write)
         return found

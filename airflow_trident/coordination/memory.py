@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import copy
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -30,7 +30,7 @@ from airflow_trident.errors import (
     MetadataError,
 )
 from airflow_trident.names import validate_name
-from airflow_trident.spout.tx_state import MemoryPartitionState, PartitionState
+from airflow_trident.spout.tx_state import MemoryPartitionState, PartitionState, TransactionWrite
 
 __all__ = [
     "MemoryAttempts",
@@ -197,7 +197,12 @@ class MemoryCommittedTxid:
         return self._books.committed
 
     def commit(
-        self, txid: int, *, token: str | None = None, writes: Mapping[str, Any] | None = None
+        self,
+        txid: int,
+        *,
+        token: str | None = None,
+        writes: Mapping[str, Any] | None = None,
+        prepared: Sequence[TransactionWrite] = (),
     ) -> None:
         b = self._books
         with b.lock:

@@ -2,8 +2,9 @@
 
 ``/<root>/<topology>/coordinator/{current_txid, committed_txid, attempts/<txid>,
 meta/<spout>/<txid>, runs/<run_id>, txid_runs/<txid>/<run_id>, commits_started/<txid>}`` and
-``/<root>/<topology>/user/<spout>/...`` for spouts' own state. Txid nodes are zero-padded so
-that ZooKeeper's lexical child order is numeric order.
+``/<root>/<topology>/spout_state/<spout>/{txids/<txid>, committed, base, layout}`` for
+partitioned spouts' metadata (``/<root>/<topology>/user/<spout>/...`` before). Txid nodes are
+zero-padded so that ZooKeeper's lexical child order is numeric order.
 
 >>> p = CoordinatorPaths(root="/trident", topology="word_count")
 >>> p.committed_txid
@@ -120,6 +121,14 @@ class CoordinatorPaths:
         """The node saying a commit of ``txid`` started applying state."""
         return f"{self.commits_started}/{txid_node(txid)}"
 
+    def spout_state(self, spout: str) -> str:
+        """Root of partitioned spout ``spout``'s partition metadata: ``txids/<txid>`` (every
+        partition's metadata of a txid in one value), ``committed`` (every partition's committed
+        metadata), ``base`` (rotated txids folded) and ``layout`` (see
+        :mod:`airflow_trident.coordination.spout_state`)."""
+        return f"{self.base}/spout_state/{validate_name(spout, kind='spout')}"
+
     def user(self, spout: str) -> str:
-        """Root of ``spout``'s own state."""
+        """Root of ``spout``'s own state (partitioned spouts' metadata before 0.2: one node per
+        partition and txid, read once when a topology is upgraded)."""
         return f"{self.base}/user/{validate_name(spout, kind='spout')}"

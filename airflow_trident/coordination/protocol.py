@@ -27,12 +27,12 @@ spelling (``store.commits.committed_txid()``); they go away in 0.2.0.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
 from airflow_trident.attempt import TransactionAttempt
-from airflow_trident.spout.tx_state import PartitionState
+from airflow_trident.spout.tx_state import PartitionState, TransactionWrite
 
 __all__ = [
     "FLAT_NAMES",
@@ -142,10 +142,15 @@ class CommittedTxidProtocol(Protocol):
         ...
 
     def commit(
-        self, txid: int, *, token: str | None = None, writes: Mapping[str, Any] | None = None
+        self,
+        txid: int,
+        *,
+        token: str | None = None,
+        writes: Mapping[str, Any] | None = None,
+        prepared: Sequence[TransactionWrite] = (),
     ) -> None:
         """Advance the committed txid ``txid - 1 -> txid`` by compare-and-set, with ``writes``
-        (partition metadata of opaque spouts) in the same transaction."""
+        and ``prepared`` (partition metadata of opaque spouts) in the same transaction."""
         ...
 
 

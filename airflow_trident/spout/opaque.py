@@ -92,14 +92,17 @@ class OpaquePartitionedSpout(Protocol):
 
 
 class _Coordinator:
-    def __init__(self, inner: OpaqueCoordinator) -> None:
+    def __init__(self, inner: OpaqueCoordinator, state: PartitionState) -> None:
         self._inner = inner
+        self._state = state
 
     def initialize_transaction(self, txid: int, prev_meta: Any, curr_meta: Any) -> Any:
-        return self._inner.get_partitions_for_batch()  # may change on a replay
+        with self._state.cached():  # each partition's start: read once
+            return self._inner.get_partitions_for_batch()  # may change on a replay
 
     def is_ready(self, txid: int) -> bool:
-        return self._inner.is_ready(txid)
+        with self._state.cached():
+            return self._inner.is_ready(txid)
 
     def success(self, txid: int) -> None:
         return None
@@ -115,11 +118,17 @@ class _Emitter:
 
     def emit_batch(self, attempt: TransactionAttempt, meta: Any, collector: Collector) -> None:
         state = self._executor.state
-        for partition in self._inner.get_ordered_partitions(meta):
-            start_partition(collector, partition)
-            start = self._executor.start_meta(partition, attempt.txid)
-            end = self._inner.emit_partition_batch(attempt, collector, partition, start)
-            state.put(partition, attempt.txid, {"start": start, "end": end})
+        partitions = list(self._inner.get_ordered_partitions(meta))
+        with state.cached():
+            starts = self._executor.start_metas(partitions, attempt.txid)
+            staged: dict[str, Any] = {}
+            for partition in partitions:
+                start_partition(collector, partition)
+                start = starts[partition]
+                end = self._inner.emit_partition_batch(attempt, collector, partition, start)
+                staged[partition] = {"start": start, "end": end}
+            if staged:
+                state.put_many(attempt.txid, staged)
 
     def success(self, attempt: TransactionAttempt) -> None:
         return None
@@ -144,7 +153,7 @@ class OpaquePartitionedSpoutExecutor:
     def get_coordinator(self) -> BatchCoordinator:
         inner = self.spout.get_opaque_coordinator()
         use_progress(inner, self.start_meta)
-        return _Coordinator(inner)
+        return _Coordinator(inner, self.state)
 
     def get_emitter(self) -> Emitter:
         return _Emitter(self, self.spout.get_opaque_emitter())
@@ -152,9 +161,19 @@ class OpaquePartitionedSpoutExecutor:
     def start_meta(self, partition: str, txid: int) -> Any:
         """Where ``partition`` resumes for ``txid``: the end of the newest earlier staged batch,
         if it is not committed yet, else the committed metadata."""
-        committed = self.state.get_committed(partition) or {"txid": 0, "meta": None}
-        earlier = self.state.latest_before(partition, txid)
-        if earlier is not None and earlier[0] > committed["txid"]:
+        return self.start_metas([partition], txid)[partition]
+
+    def start_metas(self, partitions: list[str], txid: int) -> dict[str, Any]:
+        """:meth:`start_meta` of each of ``partitions`` (two reads for all of them)."""
+        committed_all = self.state.committed_many(partitions)
+        earlier_all = self.state.latest_before_many(partitions, txid)
+        out: dict[str, Any] = {}
+        for partition in partitions:
+            committed = committed_all[partition] or {"txid": 0, "meta": None}
+            earlier = earlier_all[partition]
+            if earlier is None or earlier[0] <= committed["txid"]:
+                out[partition] = committed["meta"]
+                continue
             staged = earlier[1]
             if not isinstance(staged, dict) or "end" not in staged:
                 msg = (
@@ -165,8 +184,8 @@ class OpaquePartitionedSpoutExecutor:
                     f'docs/runbook.md, "A transactional Kafka batch whose records are gone"'
                 )
                 raise ConfigurationError(msg)
-            return staged["end"]  # pipelined: build on the newest uncommitted batch
-        return committed["meta"]
+            out[partition] = staged["end"]  # pipelined: build on the newest uncommitted batch
+        return out
 
     def partitions(self, meta: Any) -> list[str]:
         """The partition ids of a batch whose coordinator metadata is ``meta``."""
@@ -181,11 +200,14 @@ class OpaquePartitionedSpoutExecutor:
         StaleBatchError
             Naming the partition, what the batch started from and what is committed.
         """
-        for partition in self.partitions(meta):
-            staged = self.state.get(partition, txid)
+        partitions = self.partitions(meta)
+        staged_all = self.state.get_many(txid, partitions)
+        committed_all = self.state.committed_many(partitions)
+        for partition in partitions:
+            staged = staged_all[partition]
             if staged is None:
                 continue
-            committed = (self.state.get_committed(partition) or {"meta": None})["meta"]
+            committed = (committed_all[partition] or {"meta": None})["meta"]
             if staged["start"] != committed:
                 msg = (
                     f"opaque batch txid {txid} is stale: partition {partition!r} started from "
@@ -197,31 +219,35 @@ class OpaquePartitionedSpoutExecutor:
     def batch_partitions(self, txid: int, meta: Any) -> dict[str, Any]:
         """Each partition's ``{"start", "end"}`` of batch ``txid`` (the batch archive keeps
         it, so the batch can be re-emitted from the same start later)."""
-        return {p: self.state.get(p, txid) for p in self.partitions(meta)}
+        return self.state.get_many(txid, self.partitions(meta))
 
     def restore_batch(self, txid: int, partitions: Mapping[str, Any]) -> None:
         """Make the next emit of ``txid`` start each partition where the archived batch did
         (from :meth:`batch_partitions`); an opaque source may give other tuples by now."""
-        for partition, staged in partitions.items():
-            if staged is not None:
-                self.state.put_committed(partition, {"txid": txid - 1, "meta": staged["start"]})
+        restored = {
+            p: {"txid": txid - 1, "meta": staged["start"]}
+            for p, staged in partitions.items()
+            if staged is not None
+        }
+        if restored:
+            self.state.put_committed_many(restored)
 
     def partitions_after(self, txid: int, meta: Any) -> dict[str, Any]:
         """Each partition's committed metadata (where its next batch starts) once batch
         ``txid`` (coordinator metadata ``meta``) committed; partitions without one are left
         out."""
-        out: dict[str, Any] = {}
-        for partition in self.partitions(meta):
-            committed = self.state.get_committed(partition)
-            if isinstance(committed, dict) and committed.get("meta") is not None:
-                out[partition] = committed["meta"]
-        return out
+        found = self.state.committed_many(self.partitions(meta))
+        return {
+            p: c["meta"]
+            for p, c in found.items()
+            if isinstance(c, dict) and c.get("meta") is not None
+        }
 
     def committed_metas(self, txid: int, meta: Any) -> dict[str, Any]:
         """Partition -> committed value (``{"txid", "meta"}``) that batch ``txid`` leaves."""
-        committed: dict[str, Any] = {}
-        for partition in self.partitions(meta):
-            staged = self.state.get(partition, txid)
-            if staged is not None:
-                committed[partition] = {"txid": txid, "meta": staged["end"]}
-        return committed
+        staged_all = self.state.get_many(txid, self.partitions(meta))
+        return {
+            p: {"txid": txid, "meta": staged["end"]}
+            for p, staged in staged_all.items()
+            if staged is not None
+        }

@@ -99,13 +99,15 @@ def _unskipped(meta: Any) -> Any:
 
 
 class _Coordinator:
-    def __init__(self, inner: PartitionedCoordinator) -> None:
+    def __init__(self, inner: PartitionedCoordinator, state: PartitionState) -> None:
         self._inner = inner
+        self._state = state
 
     def initialize_transaction(self, txid: int, prev_meta: Any, curr_meta: Any) -> Any:
         if curr_meta is not None:  # a replay: the partitions of this txid are fixed
             return curr_meta
-        meta = self._inner.get_partitions_for_batch()
+        with self._state.cached():  # each partition's progress: read once
+            meta = self._inner.get_partitions_for_batch()
         self._report_away(txid, prev_meta, meta)
         return meta
 
@@ -127,7 +129,8 @@ class _Coordinator:
             )  # fmt: skip
 
     def is_ready(self, txid: int) -> bool:
-        return self._inner.is_ready(txid)
+        with self._state.cached():
+            return self._inner.is_ready(txid)
 
     def success(self, txid: int) -> None:
         return None
@@ -137,41 +140,75 @@ class _Coordinator:
 
 
 class _Emitter:
-    def __init__(self, inner: PartitionedEmitter, state: PartitionState) -> None:
+    def __init__(
+        self, inner: PartitionedEmitter, state: PartitionState, pending: dict[int, dict[str, Any]]
+    ) -> None:
         self._inner = inner
         self._state = state
+        self._pending = pending
 
     def emit_batch(self, attempt: TransactionAttempt, meta: Any, collector: Collector) -> None:
+        """Re-emit each partition's fixed range of the txid, emit new ones after each
+        partition's previous batch; the new ranges and the emitted mark are stored at the end,
+        in one write (a failed emit fixes nothing)."""
         txid = attempt.txid
-        for partition in self._inner.get_ordered_partitions(meta):
+        partitions = list(self._inner.get_ordered_partitions(meta))
+        with self._state.cached():
+            stored = self._state.get_many(txid, [*partitions, EMITTED])
+            new = [p for p in partitions if stored[p] is None]
+            lasts = self._previous(new, txid) if new else {}
+            written = self._pending.setdefault(txid, {})
+            try:
+                self._emit_each(attempt, collector, partitions, stored, lasts, written)
+                if written or stored[EMITTED] is None:
+                    self._state.put_many(txid, {**written, EMITTED: True})
+            finally:
+                self._pending.pop(txid, None)
+
+    def _emit_each(
+        self,
+        attempt: TransactionAttempt,
+        collector: Collector,
+        partitions: list[str],
+        stored: dict[str, Any],
+        lasts: dict[str, Any],
+        written: dict[str, Any],
+    ) -> None:
+        """Emit each partition; ``written`` gets the new ranges as they are emitted (what the
+        spout's ``progress`` sees of this txid before they are stored)."""
+        for partition in partitions:
             start_partition(collector, partition)
-            fixed = self._state.get(partition, txid)
+            fixed = stored[partition]
             if isinstance(fixed, dict) and fixed.get(_SKIPPED):
                 continue  # this txid emitted nothing from the partition; a replay neither
             if fixed is not None:
                 self._inner.emit_partition_batch(attempt, collector, partition, fixed)
                 continue
-            last = self._previous(partition, txid)
-            new = self._inner.emit_partition_batch_new(attempt, collector, partition, last)
-            self._state.put(partition, txid, {_SKIPPED: True, "last": last} if new is None else new)
-        self._state.put(EMITTED, txid, True)
+            last = lasts[partition]
+            got = self._inner.emit_partition_batch_new(attempt, collector, partition, last)
+            written[partition] = {_SKIPPED: True, "last": last} if got is None else got
 
-    def _previous(self, partition: str, txid: int) -> Any:
-        """Where ``partition``'s batch of ``txid`` starts: its newest batch before ``txid``,
+    def _previous(self, partitions: list[str], txid: int) -> dict[str, Any]:
+        """Where each partition's batch of ``txid`` starts: its newest batch before ``txid``,
         once ``txid - 1`` was emitted (a partition absent from some batches, away for a while,
         resumes after its last one)."""
-        earlier = self._state.latest_before(partition, txid)
-        if earlier is None or earlier[0] == txid - 1:
-            return None if earlier is None else _unskipped(earlier[1])
-        if self._state.get(EMITTED, txid - 1) is None:
-            msg = (
-                f"txid {txid}: partition {partition!r} cannot be emitted before txid {txid - 1} "
-                f"is (its newest emitted batch is txid {earlier[0]}, and txid {txid - 1} has "
-                f"not been emitted); a transactional partitioned spout emits in txid order. "
-                f"Hint: retry once txid {txid - 1} was emitted"
-            )
-            raise BatchNotReadyError(msg)
-        return _unskipped(earlier[1])
+        earlier = self._state.latest_before_many(partitions, txid)
+        out: dict[str, Any] = {}
+        for partition in partitions:
+            found = earlier[partition]
+            if found is None or found[0] == txid - 1:
+                out[partition] = None if found is None else _unskipped(found[1])
+                continue
+            if self._state.get_many(txid - 1, [EMITTED])[EMITTED] is None:
+                msg = (
+                    f"txid {txid}: partition {partition!r} cannot be emitted before txid "
+                    f"{txid - 1} is (its newest emitted batch is txid {found[0]}, and txid "
+                    f"{txid - 1} has not been emitted); a transactional partitioned spout emits "
+                    f"in txid order. Hint: retry once txid {txid - 1} was emitted"
+                )
+                raise BatchNotReadyError(msg)
+            out[partition] = _unskipped(found[1])
+        return out
 
     def success(self, attempt: TransactionAttempt) -> None:
         return None
@@ -192,6 +229,7 @@ class PartitionedTransactionalSpoutExecutor:
     def __init__(self, spout: PartitionedTransactionalSpout, state: PartitionState) -> None:
         self.spout = spout
         self.state = state
+        self._pending: dict[int, dict[str, Any]] = {}  # txid -> ranges emitted, not yet stored
 
     @property
     def output_fields(self) -> tuple[str, ...]:
@@ -200,21 +238,27 @@ class PartitionedTransactionalSpoutExecutor:
     def get_coordinator(self) -> BatchCoordinator:
         inner = self.spout.get_partitioned_coordinator()
         use_progress(inner, self.progress)
-        return _Coordinator(inner)
+        return _Coordinator(inner, self.state)
 
     def progress(self, partition: str, txid: int) -> Any:
         """The metadata of ``partition``'s newest batch emitted before ``txid`` (where its
         next new batch starts); ``None`` before its first."""
         earlier = self.state.latest_before(partition, txid)
+        for emitting, metas in list(self._pending.items()):  # emitted, not yet stored
+            if (
+                emitting < txid
+                and partition in metas
+                and (earlier is None or earlier[0] <= emitting)
+            ):
+                earlier = (emitting, metas[partition])
         if earlier is None:
             return None
-        meta = earlier[1]
-        return meta["last"] if isinstance(meta, dict) and meta.get(_SKIPPED) else meta
+        return _unskipped(earlier[1])
 
     def get_emitter(self) -> Emitter:
         inner = self.spout.get_partitioned_emitter()
         use_progress(inner, self.progress)  # e.g. a schema known from the other partitions
-        return _Emitter(inner, self.state)
+        return _Emitter(inner, self.state, self._pending)
 
     def emitted(self, txid: int) -> bool:
         """Whether batch ``txid`` was emitted (its partition ranges are fixed)."""
@@ -224,22 +268,19 @@ class PartitionedTransactionalSpoutExecutor:
         """Each partition's fixed metadata of emitted batch ``txid`` (the batch archive keeps
         it, so the batch can be replayed after ZooKeeper rotated it away)."""
         partitions = self.spout.get_partitioned_emitter().get_ordered_partitions(meta)
-        return {p: self.state.get(p, txid) for p in partitions}
+        return self.state.get_many(txid, partitions)
 
     def partitions_after(self, txid: int, meta: Any) -> dict[str, Any]:
         """Each partition's metadata once batch ``txid`` (coordinator metadata ``meta``)
         committed: its newest batch up to ``txid`` (a partition the batch skipped: its batch
         before); partitions without a batch yet are left out."""
-        out: dict[str, Any] = {}
-        for partition in self.spout.get_partitioned_emitter().get_ordered_partitions(meta):
-            found = self.progress(partition, txid + 1)
-            if found is not None:
-                out[partition] = found
-        return out
+        partitions = self.spout.get_partitioned_emitter().get_ordered_partitions(meta)
+        earlier = self.state.latest_before_many(partitions, txid + 1)
+        return {p: _unskipped(found[1]) for p, found in earlier.items() if found is not None}
 
     def restore_batch(self, txid: int, partitions: Mapping[str, Any]) -> None:
         """Make the next emit of ``txid`` replay exactly ``partitions`` (from
         :meth:`batch_partitions`)."""
-        for partition, partition_meta in partitions.items():
-            if partition_meta is not None:
-                self.state.put(partition, txid, partition_meta)
+        kept = {p: m for p, m in partitions.items() if m is not None}
+        if kept:
+            self.state.put_many(txid, kept)

@@ -27,7 +27,7 @@ restart a private server, or ``SIGKILL`` the process (:func:`kill_this_process`)
 
 Not fault points (as they never were): the store's ``runs_of_txid``, ``bind_new_run``,
 ``attempt_started_at``, ``mark_commit_started`` and ``commit_shape``, a partition state's
-``committed_path`` and a state's ``rollback``.
+``cached`` (a read scope) and a state's ``rollback``.
 
 Examples
 --------
@@ -252,12 +252,10 @@ def faulty(
 
 class FaultyPartitionState(FaultPoints):
     """A partitioned spout's metadata store whose every call is a fault point
-    ``partition_state.<method>`` (``committed_path``, a name, is not)."""
+    ``partition_state.<method>`` (``cached``, a read scope, is not)."""
 
     def __init__(self, inner: PartitionState, injector: FaultInjector) -> None:
-        super().__init__(
-            inner, injector, "partition_state", passthrough=frozenset({"committed_path"})
-        )
+        super().__init__(inner, injector, "partition_state", passthrough=frozenset({"cached"}))
 
 
 # Store calls that were never fault points: kept so, so that fault plans armed by hit counts
