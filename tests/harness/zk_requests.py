@@ -4,7 +4,8 @@ one request): the measure of the coordinator's cost that does not depend on the 
 >>> from unittest import mock
 >>> client = mock.Mock()
 >>> counter = RequestCounter(client)
->>> client.get("/a"); client.create("/b", b"xyz"); counter.requests, counter.written
+>>> _ = client.get("/a"), client.create("/b", b"xyz")
+>>> counter.requests, counter.written
 (2, 3)
 """
 
